@@ -1,0 +1,47 @@
+# The two commands of the book:  `make book`  and  `make test`.
+# Each creates .venv when missing, installs the project into it, then runs.
+
+PYTHON     ?= python3
+VENV       ?= .venv
+PROFILE    ?= quick
+# torch is installed only when the environment lacks it, so that an existing (e.g. CUDA) torch is kept.
+# Elsewhere, point TORCH_SPEC at the build you want, e.g. TORCH_SPEC="torch --index-url <your index>".
+TORCH_SPEC ?= torch==2.13.0
+FASHION_MNIST_DIR ?= /usr/share/datasets/fashion-mnist
+
+PY    := $(VENV)/bin/python
+STAMP := $(VENV)/.calib-installed
+
+.PHONY: book test setup data clean
+
+book: setup
+	$(PY) -m calib book run --profile $(PROFILE)
+	$(PY) -m calib book build
+
+test: setup
+	$(PY) -m pytest
+
+setup: $(STAMP) data
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -e '.[book,dev]'
+	@touch $(STAMP)
+
+# Fashion-MNIST from Debian's dataset-fashion-mnist when apt is there and we are root; carry on otherwise
+# (calib.data then downloads it from the official location into its cache when a network is available).
+data:
+	@if [ -d "$(FASHION_MNIST_DIR)" ]; then \
+	  echo "Fashion-MNIST: $(FASHION_MNIST_DIR)"; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  echo "Fashion-MNIST: installing Debian's dataset-fashion-mnist"; \
+	  (DEBIAN_FRONTEND=noninteractive apt-get install -y -q dataset-fashion-mnist >/dev/null 2>&1 || \
+	   (apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q dataset-fashion-mnist >/dev/null 2>&1)) \
+	  || echo "Fashion-MNIST: apt-get could not install dataset-fashion-mnist; carrying on without it"; \
+	else \
+	  echo "Fashion-MNIST: not installed (no apt-get or not root); carrying on without it"; \
+	fi
+
+clean:
+	rm -rf _build

@@ -1,0 +1,320 @@
+"""Running and building the book: papermill executes the chapters, jupyter-book renders them.
+
+One execution, by papermill; jupyter-book only renders (``execute_notebooks: "off"`` in ``_config.yml``).
+The layout under ``_build/``:
+
+``_build/src/``          the staged book source: ``_config.yml``, ``_toc.yml``, ``book/`` and the executed
+                         chapters as ``chapters/NN-slug.ipynb``, plus the generated ledger, errata and
+                         execution-statistics pages
+``_build/claims.jsonl``  the claims ledger, one JSON object per claim (see :mod:`calib.claims`)
+``_build/timings.json``  wall time of each chapter's last execution
+``_build/html/``         the rendered book
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from calib import claims as claims_module
+
+PROFILES = ("quick", "full")
+
+PAPERS = {
+    "mukhoti2020": "Mukhoti et al. (2020), *Calibrating Deep Neural Networks using Focal Loss*",
+    "komisarenko2024": "Komisarenko & Kull (2024), *Improving Calibration by Relating Focal Loss, Temperature "
+                       "Scaling, and Properness*",
+    "charoenphakdee2021": "Charoenphakdee et al. (2021), *On Focal Loss for Class-Posterior Probability Estimation*",
+    "karandikar2021": "Karandikar et al. (2021), *Soft Calibration Objectives for Neural Networks*",
+    "zhou2025": "Zhou et al. (2025), *Revisiting Reweighted Risk for Calibration: AURC, Focal and Inverse Focal Loss*",
+    "guo2017": "Guo et al. (2017), *On Calibration of Modern Neural Networks*",
+}
+
+
+class ChapterError(RuntimeError):
+    """A chapter failed to execute; the message names the chapter and the failing cell."""
+
+
+def repo_root(start: str | os.PathLike | None = None) -> Path:
+    """The repository root: the nearest folder holding ``_toc.yml`` and ``calib/``."""
+    here = Path(start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "_toc.yml").is_file() and (folder / "calib").is_dir():
+            return folder
+    package_parent = Path(__file__).resolve().parent.parent
+    if (package_parent / "_toc.yml").is_file():
+        return package_parent
+    raise FileNotFoundError(f"no book found at or above {here}: run from the repository (the folder with _toc.yml).")
+
+
+def build_dir(root: Path) -> Path:
+    return root / "_build"
+
+
+def chapters_in_toc(root: Path) -> list[str]:
+    """Names (``NN-slug``) of the executable chapters, in the order ``_toc.yml`` lists them."""
+    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+    names: list[str] = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            file = node.get("file")
+            if isinstance(file, str) and file.startswith("chapters/"):
+                names.append(Path(file).name.removesuffix(".md").removesuffix(".ipynb"))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(toc)
+    return names
+
+
+@dataclass
+class ChapterRun:
+    name: str
+    seconds: float
+    claims: int
+    ok: bool
+    error: str = ""
+
+
+def _stage_static(root: Path, src: Path) -> None:
+    """Copy the non-executable sources into the staged book (executed chapters are written there by run)."""
+    src.mkdir(parents=True, exist_ok=True)
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy2(root / name, src / name)
+    if (src / "book").exists():
+        shutil.rmtree(src / "book")
+    shutil.copytree(root / "book", src / "book", ignore=shutil.ignore_patterns("results"))
+
+
+def _markdown_to_notebook(path: Path):
+    import jupytext
+
+    nb = jupytext.read(path)
+    nb.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"})
+    nb.metadata["kernelspec"]["name"] = "python3"
+    return nb
+
+
+def run_chapter(root: Path, name: str, profile: str = "quick", parameters: dict | None = None,
+                timeout: int | None = None) -> ChapterRun:
+    """Execute one chapter with papermill into ``_build/src/chapters/<name>.ipynb``.
+
+    The kernel gets ``CALIB_LEDGER`` and ``CALIB_CHAPTER`` so that its claims land in the ledger, tagged
+    with the chapter. Raises :class:`ChapterError` naming the failing cell.
+    """
+    import nbformat
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    if profile not in PROFILES:
+        raise ValueError(f"profile={profile!r} is not supported; choose one of {', '.join(PROFILES)}.")
+    source = root / "chapters" / f"{name}.md"
+    if not source.is_file():
+        raise FileNotFoundError(f"chapter {name!r} is listed in _toc.yml but {source} does not exist.")
+    out_dir = build_dir(root) / "src" / "chapters"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    raw = build_dir(root) / "notebooks" / f"{name}.ipynb"
+    raw.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(_markdown_to_notebook(source), raw)
+
+    ledger = build_dir(root) / "claims.jsonl"
+    claims_module.drop_chapter(ledger, name)
+    params = {"profile": profile, "device": "auto", "seed": 0}
+    params.update(parameters or {})
+    env_backup = {k: os.environ.get(k) for k in ("CALIB_LEDGER", "CALIB_CHAPTER", "MPLBACKEND")}
+    os.environ.update(CALIB_LEDGER=str(ledger), CALIB_CHAPTER=name, MPLBACKEND="module://matplotlib_inline.backend_inline")
+    start = time.perf_counter()
+    error = ""
+    try:
+        papermill.execute_notebook(str(raw), str(out_dir / f"{name}.ipynb"), parameters=params, kernel_name="python3",
+                                   cwd=str(root), progress_bar=False, log_output=False, execution_timeout=timeout)
+    except PapermillExecutionError as exc:
+        error = (f"chapter {name} failed in cell {exc.cell_index} (execution count {exc.exec_count}): "
+                 f"{exc.ename}: {exc.evalue}")
+    finally:
+        for key, value in env_backup.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    seconds = time.perf_counter() - start
+    n_claims = sum(1 for c in claims_module.read_ledger(ledger) if c.chapter == name)
+    result = ChapterRun(name, seconds, n_claims, not error, error)
+    _record_timing(root, result, profile)
+    if error:
+        raise ChapterError(error)
+    return result
+
+
+def _record_timing(root: Path, run: ChapterRun, profile: str) -> None:
+    path = build_dir(root) / "timings.json"
+    data = json.loads(path.read_text()) if path.is_file() else {}
+    data[run.name] = {"seconds": round(run.seconds, 2), "claims": run.claims, "ok": run.ok, "profile": profile,
+                      "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1))
+
+
+def run_book(root: Path, profile: str = "quick", only: list[str] | None = None, parameters: dict | None = None,
+             keep_going: bool = False) -> list[ChapterRun]:
+    """Execute the chapters of ``_toc.yml`` (or those named in ``only``) in order; print a time table."""
+    names = chapters_in_toc(root)
+    if only:
+        unknown = [n for n in only if n not in names]
+        if unknown:
+            raise ValueError(f"--only {', '.join(unknown)}: not a chapter of _toc.yml; choose from {', '.join(names)}.")
+        names = [n for n in names if n in only]
+    else:
+        (build_dir(root) / "claims.jsonl").unlink(missing_ok=True)
+    _stage_static(root, build_dir(root) / "src")
+    runs: list[ChapterRun] = []
+    failures: list[str] = []
+    for name in names:
+        print(f"[book] running {name} ({profile} profile) ...", flush=True)
+        try:
+            run = run_chapter(root, name, profile, parameters)
+        except ChapterError as exc:
+            failures.append(str(exc))
+            print(f"[book] FAILED: {exc}", flush=True)
+            runs.append(ChapterRun(name, json.loads((build_dir(root) / "timings.json").read_text())[name]["seconds"],
+                                   0, False, str(exc)))
+            if not keep_going:
+                break
+            continue
+        print(f"[book] {name}: {run.seconds:.1f} s, {run.claims} claims", flush=True)
+        runs.append(run)
+    print(timing_table(runs))
+    if failures:
+        raise ChapterError("; ".join(failures))
+    return runs
+
+
+def timing_table(runs: list[ChapterRun]) -> str:
+    lines = ["", f"{'chapter':<40} {'seconds':>9} {'claims':>7}  status", "-" * 66]
+    for run in runs:
+        lines.append(f"{run.name:<40} {run.seconds:>9.1f} {run.claims:>7}  {'ok' if run.ok else 'FAILED'}")
+    lines.append("-" * 66)
+    lines.append(f"{'total':<40} {sum(r.seconds for r in runs):>9.1f} {sum(r.claims for r in runs):>7}")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------- pages
+
+_ESCAPE = str.maketrans({c: "\\" + c for c in "\\`*_{}[]<>|$#"})
+
+
+def _md(text: str) -> str:
+    """Escape text for a MyST table cell."""
+    return " ".join(str(text).split()).translate(_ESCAPE)
+
+
+def _chapter_link(chapter: str) -> str:
+    if chapter == "interactive":
+        return "(interactive)"
+    return f"{{doc}}`/chapters/{chapter}`"
+
+
+def ledger_page(records: list[claims_module.Claim], order: list[str]) -> str:
+    """MyST source of the claims-ledger page: every claim, grouped by paper."""
+    rank = {name: i for i, name in enumerate(order)}
+    records = sorted(records, key=lambda c: (rank.get(c.chapter, len(rank)), ))
+    n_fail = sum(c.verdict != "holds" for c in records)
+    out = ["(claims-ledger)=", "# Claims ledger", "",
+           f"Every checkable statement the chapters make, as recorded when the book was last executed: "
+           f"**{len(records)} claims**, of which **{sum(c.passed for c in records)}** were confirmed by the "
+           f"computation and **{n_fail}** say the paper is wrong as printed (listed again under {{doc}}`errata`).",
+           "A claim's *verdict* is what the book asserts: *holds*, *fails* (false as printed), or "
+           "*holds-as-corrected* (true once corrected). *Evidence* is what the chapter measured. A chapter whose "
+           "computation stops confirming a verdict fails to run, so every claim below was checked by the run that "
+           "built this page.", ""]
+    papers = sorted({c.paper for c in records}, key=lambda p: (p not in PAPERS, list(PAPERS).index(p)
+                                                                if p in PAPERS else 0, p))
+    for paper in papers:
+        mine = [c for c in records if c.paper == paper]
+        out += [f"## {PAPERS.get(paper, paper)}", "",
+                "| claim | where | statement | verdict | evidence | chapter |",
+                "|---|---|---|---|---|---|"]
+        for c in mine:
+            verdict = c.verdict + ("" if c.passed else " (NOT CONFIRMED)")
+            out.append(f"| {_md(c.id)} | {_md(c.where)} | {_md(c.statement)} | {verdict} | {_md(c.evidence)} | "
+                       f"{_chapter_link(c.chapter)} |")
+        out.append("")
+    if not records:
+        out.append("No claims were recorded: run `calib book run` first.")
+    return "\n".join(out) + "\n"
+
+
+def errata_page(records: list[claims_module.Claim]) -> str:
+    """MyST source of the errata page: the claims whose verdict is "fails" or "holds-as-corrected"."""
+    wrong = [c for c in records if c.verdict != "holds"]
+    out = ["(errata)=", "# Errata", "",
+           f"The statements of the papers that the book found to be wrong as printed ({len(wrong)} in all), each "
+           "with what holds instead and the computation that shows it. They are collected from the "
+           "{doc}`claims ledger <claims>`.", ""]
+    for paper in sorted({c.paper for c in wrong}):
+        out += [f"## {PAPERS.get(paper, paper)}", ""]
+        for c in (c for c in wrong if c.paper == paper):
+            out += [f"**{_md(c.where) or _md(c.id)}** ({c.verdict}). {_md(c.statement)}", "",
+                    f": *What holds:* {_md(c.correction) if c.correction else '(see the chapter)'}"
+                    f"  \n*Evidence:* {_md(c.evidence)}  \n*Chapter:* {_chapter_link(c.chapter)}", ""]
+    if not wrong:
+        out.append("No statement has been found wrong so far.")
+    return "\n".join(out) + "\n"
+
+
+def status_page(timings: dict, order: list[str]) -> str:
+    """MyST source of the execution-statistics page."""
+    out = ["(execution-statistics)=", "# Execution statistics", "",
+           "Wall time of each chapter's last execution by papermill, on the machine that built this copy of the "
+           "book.", "", "| chapter | profile | seconds | claims | finished |", "|---|---|---|---|---|"]
+    total = 0.0
+    for name in order:
+        t = timings.get(name)
+        if t:
+            total += t["seconds"]
+            out.append(f"| {_chapter_link(name)} | {t['profile']} | {t['seconds']:.1f} | {t['claims']} | {t['finished']} |")
+    out.append(f"| total | | {total:.1f} | | |")
+    return "\n".join(out) + "\n"
+
+
+def build_book(root: Path, strict: bool = True) -> Path:
+    """Render the executed chapters with jupyter-book into ``_build/html``; return the index page."""
+    build = build_dir(root)
+    src = build / "src"
+    names = chapters_in_toc(root)
+    missing = [n for n in names if not (src / "chapters" / f"{n}.ipynb").is_file()]
+    if missing:
+        raise ChapterError(f"chapters not executed yet: {', '.join(missing)}; run `calib book run` first.")
+    _stage_static(root, src)
+    records = claims_module.read_ledger(build / "claims.jsonl")
+    timings = json.loads((build / "timings.json").read_text()) if (build / "timings.json").is_file() else {}
+    (src / "book" / "claims.md").write_text(ledger_page(records, names), encoding="utf-8")
+    (src / "book" / "errata.md").write_text(errata_page(records), encoding="utf-8")
+    (src / "book" / "status.md").write_text(status_page(timings, names), encoding="utf-8")
+    cmd = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build", str(src), "--path-output", str(root),
+           "--builder", "html"]
+    if strict:
+        cmd += ["-W", "-n", "--keep-going"]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=root)
+    print(f"[book] jupyter-book build: {time.perf_counter() - start:.1f} s")
+    if proc.returncode != 0:
+        raise ChapterError(f"jupyter-book build failed (exit {proc.returncode}); see the warnings above.")
+    index = build / "html" / "index.html"
+    if timings:
+        print(timing_table([ChapterRun(n, timings[n]["seconds"], timings[n]["claims"], timings[n]["ok"])
+                            for n in names if n in timings]))
+    print(f"[book] {index}")
+    return index

@@ -1,0 +1,126 @@
+"""The runner on a tiny book made by the test: parameters, ledger, timings, and failures that name the cell."""
+
+import json
+import textwrap
+
+import pytest
+
+from calib import book
+from calib.claims import Claim
+
+HEADER = textwrap.dedent("""\
+    ---
+    jupytext:
+      text_representation:
+        extension: .md
+        format_name: myst
+        format_version: 0.13
+    kernelspec:
+      display_name: Python 3
+      language: python
+      name: python3
+    ---
+    """)
+
+
+def _chapter(body: str) -> str:
+    return HEADER + textwrap.dedent("""
+        # A chapter
+
+        ```{code-cell} ipython3
+        :tags: [parameters]
+        profile = "quick"
+        device = "auto"
+        seed = 0
+        ```
+        """) + textwrap.dedent(body)
+
+
+@pytest.fixture
+def tiny_book(tmp_path):
+    (tmp_path / "calib").mkdir()
+    (tmp_path / "book").mkdir()
+    (tmp_path / "chapters").mkdir()
+    (tmp_path / "_config.yml").write_text("title: tiny\n")
+    (tmp_path / "_toc.yml").write_text(textwrap.dedent("""\
+        format: jb-book
+        root: book/intro
+        chapters:
+          - file: chapters/01-good
+          - file: chapters/02-bad
+        """))
+    (tmp_path / "book" / "intro.md").write_text("# Intro\n")
+    (tmp_path / "chapters" / "01-good.md").write_text(_chapter("""
+        ```{code-cell} ipython3
+        from calib.claims import claim
+        claim("paper/seed", "the seed parameter arrives", passed=seed == 7, evidence=f"seed={seed}, profile={profile}")
+        ```
+        """))
+    (tmp_path / "chapters" / "02-bad.md").write_text(_chapter("""
+        ```{code-cell} ipython3
+        x = 1
+        ```
+
+        ```{code-cell} ipython3
+        from calib.claims import claim
+        claim("paper/false", "one is two", passed=x == 2, evidence=f"x={x}")
+        ```
+        """))
+    return tmp_path
+
+
+def test_toc_order(tiny_book):
+    assert book.chapters_in_toc(tiny_book) == ["01-good", "02-bad"]
+
+
+def test_run_injects_parameters_records_claims_and_names_the_failing_cell(tiny_book):
+    with pytest.raises(book.ChapterError) as info:
+        book.run_book(tiny_book, only=None, parameters={"seed": 7}, keep_going=True)
+    message = str(info.value)
+    assert "chapter 02-bad failed in cell" in message and "ClaimError" in message and "paper/false" in message
+    executed = tiny_book / "_build" / "src" / "chapters" / "01-good.ipynb"
+    nb = json.loads(executed.read_text())
+    assert any("injected-parameters" in c["metadata"].get("tags", []) for c in nb["cells"])
+    lines = [json.loads(line) for line in (tiny_book / "_build" / "claims.jsonl").read_text().splitlines()]
+    assert [(r["id"], r["chapter"], r["passed"]) for r in lines] == [("paper/seed", "01-good", True),
+                                                                    ("paper/false", "02-bad", False)]
+    assert "seed=7, profile=quick" in lines[0]["evidence"]
+    timings = json.loads((tiny_book / "_build" / "timings.json").read_text())
+    assert timings["01-good"]["ok"] and not timings["02-bad"]["ok"]
+
+
+def test_rerunning_one_chapter_replaces_only_its_records(tiny_book):
+    book.run_book(tiny_book, only=["01-good"], parameters={"seed": 7})
+    book.run_book(tiny_book, only=["01-good"], parameters={"seed": 7})
+    lines = (tiny_book / "_build" / "claims.jsonl").read_text().splitlines()
+    assert len(lines) == 1
+
+
+def test_unknown_chapter_and_profile_are_errors(tiny_book):
+    with pytest.raises(ValueError, match="not a chapter"):
+        book.run_book(tiny_book, only=["03-missing"])
+    with pytest.raises(ValueError, match="profile"):
+        book.run_chapter(tiny_book, "01-good", profile="huge")
+
+
+def test_build_refuses_unexecuted_chapters(tiny_book):
+    with pytest.raises(book.ChapterError, match="not executed yet"):
+        book.build_book(tiny_book)
+
+
+def _rec(**kw):
+    base = dict(id="mukhoti2020/x", paper="mukhoti2020", where="§4", statement="a | b * c", verdict="holds",
+                passed=True, evidence="err 1e-16", chapter="02-focal-gradient", correction="")
+    base.update(kw)
+    return Claim(**base)
+
+
+def test_ledger_and_errata_pages():
+    recs = [_rec(), _rec(id="mukhoti2020/y", verdict="fails", correction="p0 = 1/e"),
+            _rec(id="zhou2025/z", paper="zhou2025", verdict="holds-as-corrected", chapter="09-reweighted-risk")]
+    ledger = book.ledger_page(recs, ["02-focal-gradient", "09-reweighted-risk"])
+    assert "**3 claims**" in ledger and "a \\| b \\* c" in ledger
+    assert ledger.index("Mukhoti") < ledger.index("Zhou")
+    assert "{doc}`/chapters/09-reweighted-risk`" in ledger
+    errata = book.errata_page(recs)
+    assert "mukhoti2020/x" not in errata and "p0 = 1/e" in errata and "holds-as-corrected" in errata
