@@ -211,13 +211,14 @@ def _top_label_pass(p: np.ndarray):
     rows = max(1, _BLOCK_ELEMENTS // k)
 
     def span(lo: int, hi: int) -> None:
-        for s in range(lo, hi, rows):
-            e = min(hi, s + rows)
-            a = bits[s:e].argmax(axis=1)
-            pred[s:e] = a
-            block = p[s:e]
-            top[s:e] = block[np.arange(e - s), a]
-            np.matmul(block, ones, out=sums[s:e])
+        with np.errstate(all="ignore"):  # inf - inf in a row sum is reported as a ValueError, not a warning
+            for s in range(lo, hi, rows):
+                e = min(hi, s + rows)
+                a = bits[s:e].argmax(axis=1)
+                pred[s:e] = a
+                block = p[s:e]
+                top[s:e] = block[np.arange(e - s), a]
+                np.matmul(block, ones, out=sums[s:e])
 
     threads = _n_threads() if p.size >= _THREAD_MIN_ELEMENTS else 1
     if threads == 1:

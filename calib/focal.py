@@ -1,0 +1,770 @@
+"""The focal family as numpy functions of the predicted probability p.
+
+Focal loss (Lin et al. 2017) for a sample whose true class gets probability p is
+``L_f = -(1 - p)**gamma * log(p)``; gamma = 0 is cross-entropy ``L_c = -log(p)``. Everything here is float64,
+vectorised (array inputs broadcast) and accepts numpy arrays or torch tensors; torch is never imported.
+
+Contents, by the paper result they implement (Mukhoti et al. 2020 unless said otherwise):
+
+- the gradient factor g(p, gamma) of Prop. 1 / Eq. 7, with its p-derivative (Eq. 8):
+  :func:`gradient_factor`, :func:`gradient_factor_dp`;
+- the threshold p0(gamma) where g crosses 1 (Sec. 4) and its inverse, the Lambert-W closed form gamma*(p0)
+  of Prop. 2 / Eq. 12: :func:`threshold`, :func:`gamma_star`, with the paper's printed expressions for both
+  Lambert-W branches (Eqs. 12, 13) in :func:`lambert_gamma` and :func:`lambert_argument`;
+- sample-dependent gamma schedules as data (FLSD-53, FLSD-532; Sec. 4, App. E) and what they do to g:
+  :class:`GammaSchedule`, :func:`schedule_gamma`, :func:`effective_gradient_factor`,
+  :func:`upweighted_intervals`, :func:`schedule_from_prop2`;
+- the minimiser of the focal risk for a target distribution q (App. A, Eq. 5, Fig. 6, footnote 1) and its
+  closed-form inverse q proportional to p / g(p, gamma): :func:`focal_optimal_prediction`,
+  :func:`focal_prediction_target`;
+- the general focal loss and the entropy-regularised bound of Eq. 4 (App. A): :func:`focal_loss`,
+  :func:`entropy_regularised_bound`;
+- random linear-softmax batches for per-sample versus per-batch gradient comparisons (Prop. 1):
+  :func:`random_linear_softmax_batches`.
+
+Later sections (the focal calibration map, temperature bounds) build on the same private helpers
+(:func:`_log_gradient_factor`, the logit-space forms and :func:`_solve_increasing`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import expit, lambertw, xlogy
+
+from calib._validate import as_float_array, as_scores
+
+__all__ = [
+    "gradient_factor", "gradient_factor_dp", "threshold", "gamma_star", "lambert_gamma", "lambert_argument",
+    "GammaSchedule", "FLSD_53", "FLSD_53_TABLE4", "FLSD_532", "SCHEDULES", "schedule_gamma",
+    "effective_gradient_factor", "upweighted_intervals", "schedule_from_prop2",
+    "focal_optimal_prediction", "focal_prediction_target", "focal_loss", "entropy_regularised_bound",
+    "random_linear_softmax_batches",
+]
+
+
+# ------------------------------------------------------------------------------------------ input checks
+
+def _as_probability(p, name: str) -> np.ndarray:
+    arr = as_float_array(p, name)
+    if arr.size and (arr.min() < 0 or arr.max() > 1):
+        bad = arr[(arr < 0) | (arr > 1)].ravel()[0]
+        raise ValueError(f"{name} must lie in [0, 1]; found {bad!r}. Pass probabilities, e.g. a softmax output.")
+    return arr
+
+
+def _as_gamma(gamma, name: str = "gamma", *, positive: bool = False, why: str = "") -> np.ndarray:
+    arr = as_float_array(gamma, name)
+    bad = (arr <= 0) if positive else (arr < 0)
+    if np.any(bad):
+        value = arr[bad].ravel()[0]
+        bound = "> 0" if positive else ">= 0"
+        raise ValueError(f"{name} must be {bound}; found {value!r}.{(' ' + why) if why else ''}")
+    return arr
+
+
+def _scalar_or_array(x: np.ndarray):
+    """A 0-d result as a numpy float64 scalar, anything else unchanged."""
+    return x[()] if isinstance(x, np.ndarray) and x.ndim == 0 else x
+
+
+# ------------------------------------------------------------------------- g(p, gamma) in p and in logit
+
+def _r_of_p(p: np.ndarray) -> np.ndarray:
+    """r(p) = -p log(p) / (1 - p), continued by r(0) = 0 and r(1) = 1, so that g = (1-p)^gamma (1 + gamma r)."""
+    q = 1.0 - p
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = -xlogy(p, p) / q
+    return np.where(q > 0, r, 1.0)
+
+
+def _log_gradient_factor(p: np.ndarray, gamma: np.ndarray) -> np.ndarray:
+    """log g(p, gamma) = gamma log(1 - p) + log(1 + gamma r(p)); -inf at p = 1 (gamma > 0), 0 for gamma = 0."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = gamma * np.log1p(-p) + np.log1p(gamma * _r_of_p(p))
+    return np.where(gamma == 0, 0.0, out)
+
+
+def _softplus(s: np.ndarray) -> np.ndarray:
+    return np.logaddexp(0.0, s)
+
+
+def _r_of_logit(s: np.ndarray) -> np.ndarray:
+    """r(p) at p = expit(s): e^s softplus(-s), accurate for p near 0 and near 1."""
+    with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+        u = np.exp(-np.abs(s))                        # <= 1, never overflows
+        right = np.where(u > 0, np.log1p(u) / u, 1.0)  # s >= 0: log1p(e^-s) / e^-s
+        left = u * _softplus(-s)                       # s < 0: e^s softplus(-s)
+    return np.where(s >= 0, right, left)
+
+
+def _log_g_logit(s: np.ndarray, gamma: np.ndarray):
+    """log g at p = expit(s) and its derivative in s: (-gamma softplus(s) + log1p(gamma r), ...)."""
+    p = expit(s)
+    r = _r_of_logit(s)
+    gr = gamma * r
+    value = -gamma * _softplus(s) + np.log1p(gr)
+    slope = -gamma * p + gamma * (r - p) / (1.0 + gr)   # uses dr/ds = r - p
+    return value, slope
+
+
+def gradient_factor(p, gamma):
+    """The focal-loss gradient factor g(p, gamma) of Proposition 1.
+
+    ``g(p, gamma) = (1 - p)**gamma - gamma * p * (1 - p)**(gamma - 1) * log(p)``, so that
+    ``dL_f/dp = g(p, gamma) * dL_c/dp`` for L_f = -(1-p)^gamma log p and L_c = -log p; by the chain rule the
+    same factor relates the gradients with respect to every parameter that p depends on.
+
+    Mukhoti et al. (2020), Prop. 1 and Eq. 7.
+
+    Parameters
+    ----------
+    p : array_like
+        Probability of the true class, in [0, 1] (``p_hat_{i, y_i}`` in the paper).
+    gamma : array_like
+        Focal parameter, >= 0; broadcasts against ``p``. gamma = 0 gives g = 1 (cross-entropy).
+
+    Returns
+    -------
+    numpy.ndarray or numpy.float64
+        g(p, gamma) >= 0, with the limits g(0, gamma) = 1 and g(1, gamma) = 0 for gamma > 0.
+
+    Notes
+    -----
+    Computed as ``exp(gamma * log1p(-p)) * (1 + gamma * r(p))`` with ``r(p) = -p log p / (1 - p)`` (r(1) = 1),
+    which is finite at p = 1 for every gamma, including gamma < 1 where the printed form is 0 * inf, and keeps
+    its relative precision for large gamma.
+    """
+    p = _as_probability(p, "p")
+    gamma = _as_gamma(gamma)
+    p, gamma = np.broadcast_arrays(p, gamma)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        power = np.where(gamma == 0, 1.0, np.exp(gamma * np.log1p(-p)))   # (1-p)^gamma, 0^0 = 1
+        out = power * (1.0 + gamma * _r_of_p(p))
+    return _scalar_or_array(out)
+
+
+def gradient_factor_dp(p, gamma):
+    """The derivative dg/dp of the gradient factor, Eq. 8 of Mukhoti et al. (2020), App. C.
+
+    ``dg/dp = gamma (1-p)**(gamma-2) [-2(1-p) - (1-p) log p + (gamma-1) p log p]`` for p in (0, 1); it tends
+    to +inf as p -> 0 (for gamma > 0) and, as p -> 1, to 0 (gamma > 1), -2 (gamma = 1) or -inf (gamma < 1).
+
+    Parameters
+    ----------
+    p : array_like
+        Probabilities in (0, 1).
+    gamma : array_like
+        Focal parameter, >= 0.
+    """
+    p = _as_probability(p, "p")
+    if np.any((p == 0) | (p == 1)):
+        raise ValueError("p must lie in the open interval (0, 1) for dg/dp; it is unbounded at p = 0 "
+                         "(and at p = 1 when gamma < 1). Drop the end points.")
+    gamma = _as_gamma(gamma)
+    p, gamma = np.broadcast_arrays(p, gamma)
+    lp = np.log(p)
+    bracket = -2 * (1 - p) - (1 - p) * lp + (gamma - 1) * p * lp        # Eq. 9
+    return _scalar_or_array(gamma * (1 - p) ** (gamma - 2) * bracket)
+
+
+# ----------------------------------------------------------------------- a vectorised bracketed Newton
+
+def _solve_increasing(fun, x0, lo, hi, *, xtol=4e-16, newton_tol=None, maxiter=200):
+    """Solve f(x) = 0 element-wise, for f with f < 0 left of the root and f > 0 right of it on [lo, hi].
+
+    ``fun(x, index)`` returns ``(f, df)`` at the points ``x`` of the elements ``index``. Newton steps are
+    taken when they move towards the root and stay strictly inside the current bracket; bisection otherwise.
+    An element stops when its Newton step is below ``xtol * max(1, |x|)`` (that step is taken) or its
+    bracket is that narrow; with ``newton_tol``, also after a Newton step below ``newton_tol * max(1, |x|)``
+    (for smooth f, quadratic convergence then leaves an error of order newton_tol**2).
+    """
+    x = np.array(x0, dtype=float, copy=True).ravel()
+    lo = np.array(lo, dtype=float, copy=True).ravel()
+    hi = np.array(hi, dtype=float, copy=True).ravel()
+    active = np.arange(x.size)
+    for _ in range(maxiter):
+        if active.size == 0:
+            break
+        xa = x[active]
+        f, df = fun(xa, active)
+        la = np.where(f < 0, xa, lo[active])
+        ha = np.where(f > 0, xa, hi[active])
+        lo[active], hi[active] = la, ha
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            step = f / df
+        xn = xa - step
+        scale = np.maximum(1.0, np.abs(xa))
+        converged = (f == 0) | (np.isfinite(step) & (np.abs(step) <= xtol * scale))
+        bad = ~converged & (~np.isfinite(xn) | (xn <= la) | (xn >= ha) | ((f < 0) & (xn <= xa))
+                            | ((f > 0) & (xn >= xa)))
+        xn = np.where(bad, 0.5 * (la + ha), np.where(f == 0, xa, xn))
+        x[active] = xn
+        done = converged | (ha - la <= xtol * scale)
+        if newton_tol is not None:
+            done |= ~bad & (np.abs(step) <= newton_tol * scale)
+        active = active[~done]
+    return x
+
+
+# ------------------------------------------------------------------------- Prop. 2: gamma* and p0(gamma)
+
+def _log1pmx(x: np.ndarray, log1p_x: np.ndarray | None = None) -> np.ndarray:
+    """x - log(1 + x) for x >= 0, accurate near 0 (a series below 0.1); ``log1p_x`` if already computed."""
+    out = x - (np.log1p(x) if log1p_x is None else log1p_x)
+    small = np.flatnonzero(x < 0.1)
+    if small.size:
+        xs = x[small]
+        # sum_{k>=2} (-1)^k x^k / k by Horner, 18 terms: error < 0.1**18 relative to x^2 / 2
+        acc = np.zeros_like(xs)
+        for k in range(19, 1, -1):
+            acc = acc * xs + (-1.0) ** k / k
+        out[small] = acc * xs * xs
+    return out
+
+
+#: x(eps) = 2 eps + 8/3 eps^2 + ... solves (x - log1p(x)) / x = eps (series reversion, exact rationals)
+_X_OF_EPS = (2.0, 8 / 3, 28 / 9, 464 / 135, 1496 / 405, 11072 / 2835, 173728 / 42525)
+
+
+def _prop2_m_and_eps(p0: np.ndarray):
+    """m = (1-p0) log(1-p0) / (p0 log p0) = -w0 and eps = 1 - m, each to full relative precision."""
+    b = p0 * np.log(p0)
+    m = (1 - p0) * np.log1p(-p0) / b
+    eps = 1.0 - m
+    # near p0 = 1/2, 1 - m cancels; with u = 1 - 2 p0 (exact for p0 >= 1/4) the numerator
+    # p0 log p0 - (1-p0) log(1-p0) equals u log 2 - atanh(u) - (u/2) log(1 - u^2), without cancellation.
+    upper = np.flatnonzero((p0 >= 0.25) & (p0 < 0.75))
+    if upper.size:
+        u = 1.0 - 2.0 * p0[upper]
+        eps[upper] = (u * np.log(2.0) - np.arctanh(u) - 0.5 * u * np.log1p(-u * u)) / b[upper]
+    return m, eps, b
+
+
+def gamma_star(p0):
+    """gamma*(p0): the gamma > 0 with g(p0, gamma) = 1, by the Lambert-W closed form of Proposition 2.
+
+    ``gamma* = a/b + W_{-1}(z) / log(a)``, with ``a = 1 - p0``, ``b = p0 log p0`` and
+    ``z = -(a**(1 - a/b) / b) log(a)``; for every gamma >= gamma*, g(p, gamma) <= 1 on [p0, 1]. It is the
+    inverse of :func:`threshold`: ``threshold(gamma_star(p0)) == p0``.
+
+    Mukhoti et al. (2020), Prop. 2 and Eq. 12 (App. C); W_{-1} is the lower real branch of Lambert W
+    (Corless et al. 1996).
+
+    Parameters
+    ----------
+    p0 : array_like
+        Thresholds in the open interval (0, 1/2).
+
+    Returns
+    -------
+    numpy.ndarray or numpy.float64
+        gamma* > 0, decreasing from +inf (p0 -> 0) to 0 (p0 -> 1/2); gamma*(1/e) = 1.
+
+    Raises
+    ------
+    ValueError
+        If some p0 is outside (0, 1/2): for p0 >= 1/2, g(p0, gamma) < 1 for every gamma > 0, so the only
+        root is the trivial gamma = 0 (the printed W_{-1} expression returns 0, or nan at p0 = 1/2).
+
+    Notes
+    -----
+    With ``w0 = -(a/b) log a`` one has ``z = w0 exp(w0)``: w0 is the W_0 root (it gives gamma = 0) and
+    ``W_{-1}(z) = w0 (1 + x)`` with x > 0 solving ``log(1 + x) = m x``, ``m = -w0``. So
+    ``gamma* = x * a / |b|``. x is computed from ``scipy.special.lambertw(z, -1)`` with z formed as
+    ``-m exp(-m)`` (not from the printed form, which overflows for small p0), and, near the branch point
+    z = -1/e (p0 -> 1/2, where lambertw loses about half the digits), from a series in ``1 - m``; a Newton
+    step on ``x - log(1 + x) = (1 - m) x`` then polishes it to full precision.
+    """
+    p0 = as_float_array(p0, "p0")
+    bad = ~((p0 > 0) & (p0 < 0.5))
+    if np.any(bad):
+        value = p0[bad].ravel()[0]
+        raise ValueError(
+            f"p0 must lie in the open interval (0, 1/2); found {value!r}. For p0 >= 1/2, g(p0, gamma) < 1 for "
+            f"every gamma > 0, so no positive gamma* exists (the only root is gamma = 0; Prop. 2's W_{{-1}} "
+            f"formula returns 0 there, or nan at p0 = 1/2), and p0 <= 0 is not a probability threshold. "
+            f"Pass thresholds strictly between 0 and 0.5.")
+    shape = p0.shape
+    p0 = p0.ravel()
+    m, eps, b = _prop2_m_and_eps(p0)
+    x = np.empty_like(p0)
+    # initial x: Lambert W_{-1} away from the branch point, series reversion near it
+    far = eps >= 0.01
+    mm = m[far]
+    x[far] = -lambertw(-mm * np.exp(-mm), -1).real / mm - 1.0
+    near = ~far
+    if np.any(near):
+        e = eps[near]
+        xs = np.zeros_like(e)
+        for c in reversed(_X_OF_EPS):
+            xs = (xs + c) * e
+        x[near] = xs
+    # one Newton step on h(x) = x - log1p(x) - eps x = m x - log1p(x), in whichever form keeps precision
+    # (both initial values are accurate to ~1e-13 or better, so one step reaches full precision)
+    log1p_x = np.log1p(x)
+    h = m * x - log1p_x
+    idx = np.flatnonzero(eps < 0.5)
+    if idx.size:
+        xe = x[idx]
+        h[idx] = _log1pmx(xe, log1p_x[idx]) - eps[idx] * xe
+    x = x - h / (x / (1.0 + x) - eps)
+    gamma = x * (1.0 - p0) / (-b)
+    return _scalar_or_array(gamma.reshape(shape))
+
+
+def lambert_argument(p0):
+    """z(p0) = -(a**(1 - a/b) / b) log(a), the right-hand side of Eq. 11 (App. C, Mukhoti et al. 2020).
+
+    Computed as ``z = w0 exp(w0)`` with ``w0 = -(a/b) log a`` (an identity, see :func:`gamma_star`), which
+    shows ``z >= -1/e`` with equality exactly at p0 = 1/2 (w0 = -1). Defined for p0 in (0, 1).
+    """
+    p0 = as_float_array(p0, "p0")
+    if np.any((p0 <= 0) | (p0 >= 1)):
+        raise ValueError("p0 must lie in the open interval (0, 1) for the Lambert-W argument of Eq. 11 (log p0 and "
+                         "log(1 - p0) are needed); pass values strictly between 0 and 1.")
+    m, _, _ = _prop2_m_and_eps(p0.ravel())
+    return _scalar_or_array((-m * np.exp(-m)).reshape(p0.shape))
+
+
+def lambert_gamma(p0, branch: int = -1):
+    """The paper's Eq. 12 (branch -1) or Eq. 13 (branch 0) evaluated as printed, with scipy's Lambert W.
+
+    ``gamma = a/b + W_k(z) / log(a)``, ``a = 1 - p0``, ``b = p0 log p0``,
+    ``z = -(a**(1 - a/b) / b) log(a)`` (Mukhoti et al. 2020, App. C). No domain check beyond 0 < p0 < 1 and
+    no polishing: this is the formula as printed, for examining what each branch gives (for p0 < 1/2,
+    branch -1 gives gamma* and branch 0 the trivial root gamma = 0; for p0 > 1/2 the roles swap and
+    branch -1 gives 0). Where scipy returns a non-real value (z below -1/e by rounding, e.g. at p0 = 1/2)
+    the result is nan. Use :func:`gamma_star` for the accurate, checked value.
+
+    Parameters
+    ----------
+    p0 : array_like
+        Values in the open interval (0, 1).
+    branch : {-1, 0}
+        Lambert-W branch.
+    """
+    if branch not in (-1, 0):
+        raise ValueError(f"branch must be -1 (Eq. 12) or 0 (Eq. 13); got {branch!r}.")
+    p0 = as_float_array(p0, "p0")
+    if np.any((p0 <= 0) | (p0 >= 1)):
+        raise ValueError("p0 must lie in the open interval (0, 1): at 0 and 1 the expression divides by zero; "
+                         "pass values strictly between 0 and 1.")
+    a = 1.0 - p0
+    b = p0 * np.log(p0)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        z = -(a ** (1.0 - a / b) / b) * np.log(a)
+        w = lambertw(z, branch)
+        out = a / b + w.real / np.log(a)
+    out = np.where(np.abs(w.imag) > 0, np.nan, out)
+    return _scalar_or_array(out)
+
+
+_THRESHOLD_TABLE: tuple[np.ndarray, np.ndarray] | None = None
+
+
+def _threshold_table():
+    """(log gamma*(p), logit p) on a grid of p from e^-700 to 1/2 - 1e-9, increasing in log gamma*."""
+    global _THRESHOLD_TABLE
+    if _THRESHOLD_TABLE is None:
+        s = np.concatenate([np.linspace(-700.0, -12.0, 600), np.linspace(-12.0, -4e-9, 1401)[1:]])
+        log_gamma = np.log(gamma_star(expit(s)))
+        _THRESHOLD_TABLE = (log_gamma[::-1].copy(), s[::-1].copy())
+    return _THRESHOLD_TABLE
+
+
+def threshold(gamma):
+    """p0(gamma): the p in (0, 1/2) where the gradient factor crosses 1, g(p0, gamma) = 1.
+
+    g(p, gamma) > 1 for 0 < p < p0 (focal loss up-weights the sample relative to cross-entropy) and < 1 for
+    p0 < p <= 1 (it down-weights it). p0 decreases from 1/2 (gamma -> 0) to 0 (gamma -> inf); p0(1) = 1/e,
+    p0(3) = 0.252584, p0(5) = 0.196803. The inverse of :func:`gamma_star`.
+
+    Mukhoti et al. (2020), Sec. 4 ("for every gamma there exists a (different) threshold p0"), Fig. 4(a);
+    App. C (the shape of g).
+
+    Parameters
+    ----------
+    gamma : array_like
+        Focal parameters, > 0 (at gamma = 0, g is identically 1 and there is no threshold).
+
+    Returns
+    -------
+    numpy.ndarray or numpy.float64
+        p0 in (0, 1/2), accurate to about 1e-15 relative.
+
+    Notes
+    -----
+    Solves log g(p, gamma) = 0 in the logit s = log(p / (1 - p)), where both terms of
+    ``log g = -gamma softplus(s) + log1p(gamma r)`` keep full relative precision even when p0 is tiny (large
+    gamma): a vectorised Newton iteration with bisection safeguard on s in [-745, 0], started from an
+    interpolation of the closed form :func:`gamma_star`.
+    """
+    gamma = _as_gamma(gamma, positive=True,
+                      why="At gamma = 0 focal loss is cross-entropy, g(p, 0) = 1 for every p, and there is no "
+                          "threshold; pass gamma > 0.")
+    flat = gamma.ravel()
+    log_g_tab, s_tab = _threshold_table()
+    s0 = np.interp(np.log(flat), log_g_tab, s_tab)
+
+    def fun(s, index):
+        value, slope = _log_g_logit(s, flat[index])
+        return -value, -slope          # -log g increases through the root
+
+    s = _solve_increasing(fun, s0, np.full_like(s0, -745.0), np.zeros_like(s0), newton_tol=1e-9)
+    return _scalar_or_array(expit(s).reshape(gamma.shape))
+
+
+# ---------------------------------------------------------------------- sample-dependent gamma schedules
+
+@dataclass(frozen=True)
+class GammaSchedule:
+    """A sample-dependent focal parameter: gamma = gammas[i] when p_hat_{i, y_i} falls in bin i.
+
+    The bins are cut at ``edges`` (increasing, inside (0, 1)): with ``closed="left"`` they are
+    [0, e1), [e1, e2), ..., [ek, 1] (Mukhoti et al. 2020, Sec. 4 and 5.1); with ``closed="right"`` they are
+    [0, e1], (e1, e2], ..., (ek, 1] (the Table 4 caption's convention).
+    """
+
+    name: str
+    edges: tuple
+    gammas: tuple
+    closed: str = "left"
+    where: str = ""
+
+    def __post_init__(self):
+        edges = tuple(float(e) for e in self.edges)
+        gammas = tuple(float(g) for g in self.gammas)
+        if len(gammas) != len(edges) + 1:
+            raise ValueError(f"a schedule with {len(edges)} edges needs {len(edges) + 1} gammas; got {len(gammas)}.")
+        if any(not 0 < e < 1 for e in edges) or any(b <= a for a, b in zip(edges, edges[1:])):
+            raise ValueError(f"edges must increase strictly inside (0, 1); got {edges}.")
+        if any(not (np.isfinite(g) and g >= 0) for g in gammas):
+            raise ValueError(f"gammas must be finite and >= 0; got {gammas}.")
+        if self.closed not in ("left", "right"):
+            raise ValueError(f"closed={self.closed!r} is not supported; choose 'left' ([e_i, e_i+1)) or 'right'.")
+        object.__setattr__(self, "edges", edges)
+        object.__setattr__(self, "gammas", gammas)
+
+
+#: FLSD-53: gamma = 5 for p in [0, 0.2), 3 for p in [0.2, 1] (Mukhoti et al. 2020, Sec. 4 and 5.1).
+FLSD_53 = GammaSchedule("FLSD-53", (0.2,), (5.0, 3.0), "left", "Mukhoti et al. (2020), Sec. 4, Sec. 5.1")
+#: FLSD-53 as the Table 4 caption writes it: gamma = 5 on [0, 0.2], 3 on (0.2, 1].
+FLSD_53_TABLE4 = GammaSchedule("FLSD-53 (Table 4 caption)", (0.2,), (5.0, 3.0), "right",
+                               "Mukhoti et al. (2020), Table 4 caption")
+#: FLSD-532: gamma = 5 on [0, 0.2), 3 on [0.2, 0.5), 2 on [0.5, 1] (Mukhoti et al. 2020, App. E).
+FLSD_532 = GammaSchedule("FLSD-532", (0.2, 0.5), (5.0, 3.0, 2.0), "left", "Mukhoti et al. (2020), App. E")
+#: The schedules by their loss names.
+SCHEDULES = {"flsd-53": FLSD_53, "flsd-532": FLSD_532}
+
+
+def schedule_gamma(schedule: GammaSchedule, p):
+    """The gamma a sample-dependent schedule assigns to each true-class probability p (in [0, 1])."""
+    p = _as_probability(p, "p")
+    side = "right" if schedule.closed == "left" else "left"
+    index = np.searchsorted(np.asarray(schedule.edges), p, side=side)
+    return _scalar_or_array(np.asarray(schedule.gammas)[index])
+
+
+def effective_gradient_factor(schedule: GammaSchedule, p):
+    """g_eff(p) = g(p, gamma(p)): the gradient factor of focal loss under a sample-dependent schedule.
+
+    FL with gamma chosen per sample from p (treated as a constant, no gradient through the choice) has
+    per-sample gradient g(p, gamma(p)) times the cross-entropy gradient (Mukhoti et al. 2020, Prop. 1, Sec. 4).
+    """
+    p = _as_probability(p, "p")
+    return gradient_factor(p, schedule_gamma(schedule, p))
+
+
+def upweighted_intervals(schedule: GammaSchedule) -> tuple:
+    """The intervals of p where the schedule's effective gradient factor exceeds 1 (hard samples up-weighted).
+
+    On bin i with gamma_i > 0, g(p, gamma_i) > 1 exactly for p < threshold(gamma_i); adjacent pieces are
+    merged (pieces that meet within 1e-12, as when gamma_i = gamma*(edge)). Elsewhere in (0, 1] g_eff < 1, apart from the single points p = threshold(gamma_i) where g = 1
+    (and bins with gamma = 0, where g = 1). End points are reported as numbers, not as open or closed.
+
+    Returns
+    -------
+    tuple of (lo, hi) pairs of floats, increasing.
+    """
+    bounds = (0.0, *schedule.edges, 1.0)
+    pieces = []
+    for lo, hi, gam in zip(bounds[:-1], bounds[1:], schedule.gammas):
+        if gam == 0:
+            continue
+        p0 = float(threshold(gam))
+        if p0 - lo > 1e-12:          # a piece shorter than that is rounding, as when gamma = gamma*(lo)
+            pieces.append([lo, min(hi, p0)])
+    merged: list[list[float]] = []
+    for lo, hi in pieces:
+        if merged and abs(merged[-1][1] - lo) <= 1e-12:   # adjacent up to rounding of threshold(gamma*(edge))
+            merged[-1][1] = hi
+        else:
+            merged.append([lo, hi])
+    return tuple((lo, hi) for lo, hi in merged)
+
+
+def schedule_from_prop2(edges, p0: float, name: str | None = None) -> GammaSchedule:
+    """A piecewise-constant schedule whose effective g crosses 1 exactly once, at p0 (Prop. 2 design).
+
+    Since g(p, gamma) > 1 exactly when 0 < gamma < gamma*(p) (for p < 1/2), and gamma* decreases:
+
+    - on a bin [lo, hi) entirely below p0, g_eff > 1 throughout iff gamma <= gamma*(hi); the largest such
+      gamma, gamma*(hi), is chosen (strongest up-weighting of hard samples);
+    - on the bin holding p0, gamma = gamma*(p0) makes g cross 1 at p0;
+    - on a bin [lo, hi) above p0, g_eff < 1 iff gamma >= gamma*(lo) (any gamma > 0 when lo >= 1/2); the
+      smallest such gamma, gamma*(lo), is chosen (mildest down-weighting), or, when lo >= 1/2, the gamma of
+      the bin before.
+
+    FLSD-53 is close to ``schedule_from_prop2([0.2], 0.25)`` (gammas 4.85 and 3.07) rounded to integers.
+
+    Parameters
+    ----------
+    edges : sequence of float
+        Increasing bin edges inside (0, 1); bins are closed on the left.
+    p0 : float
+        Target threshold in (0, 1/2), not equal to an edge.
+    """
+    edges = tuple(float(e) for e in np.atleast_1d(as_float_array(edges, "edges")))
+    if not 0 < p0 < 0.5:
+        raise ValueError(f"p0 must lie in (0, 1/2) (Prop. 2 has no positive gamma* elsewhere); got {p0!r}.")
+    if p0 in edges:
+        raise ValueError(f"p0={p0} coincides with an edge; move it inside a bin.")
+    bounds = (0.0, *edges, 1.0)
+    gammas: list[float] = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        if hi < p0:
+            gammas.append(float(gamma_star(hi)))
+        elif lo < p0:
+            gammas.append(float(gamma_star(p0)))
+        elif lo < 0.5:
+            gammas.append(float(gamma_star(lo)))
+        else:
+            gammas.append(gammas[-1])
+    label = name or f"Prop. 2 schedule (p0 = {p0:g}, edges {', '.join(f'{e:g}' for e in edges)})"
+    return GammaSchedule(label, edges, tuple(gammas), "left", "designed from Mukhoti et al. (2020), Prop. 2")
+
+
+# ------------------------------------------------------------------ focal-optimal prediction (Eq. 5, Fig. 6)
+
+def _log_phi_logit(s: np.ndarray, gamma: np.ndarray):
+    """psi(s) = log(p / g(p, gamma)) at p = expit(s) and d psi / ds (> 0)."""
+    p = expit(s)
+    r = _r_of_logit(s)
+    gr = gamma * r
+    value = -_softplus(-s) + gamma * _softplus(s) - np.log1p(gr)
+    slope = (1.0 - p) + gamma * p - gamma * (r - p) / (1.0 + gr)
+    return value, slope
+
+
+def _as_distributions(x, name: str):
+    arr = as_float_array(x, name, ndim=(1, 2))
+    one = arr.ndim == 1
+    rows = as_scores(arr.reshape(1, -1) if one else arr, name, kind="probs")
+    return rows, one
+
+
+def focal_optimal_prediction(q, gamma):
+    """The prediction p_hat that minimises the expected focal loss when the label is drawn from q.
+
+    ``p_hat = argmin_p  -sum_y q_y (1 - p_y)**gamma log p_y`` over the probability simplex; for K = 2 this is
+    Eq. 5 of Mukhoti et al. (2020), App. A, plotted in their Fig. 6. The stationarity condition gives
+    ``q_y proportional to p_y / g(p_y, gamma)`` (inverted by :func:`focal_prediction_target`); since
+    p / g(p, gamma) increases strictly, p_hat is found by solving for the normalising constant. One-hot q
+    gives p_hat = q (footnote 1); otherwise, for gamma > 0, p_hat is pulled towards the uniform distribution.
+
+    Parameters
+    ----------
+    q : array_like, shape (K,) or (N, K)
+        Target distributions (rows sum to 1), K >= 2.
+    gamma : array_like
+        Focal parameter >= 0, a scalar or one per row.
+
+    Returns
+    -------
+    numpy.ndarray
+        p_hat with the shape of ``q``; zero where q is zero.
+    """
+    rows, one = _as_distributions(q, "q")
+    n, k = rows.shape
+    gam = _as_gamma(gamma)
+    try:
+        gam = np.broadcast_to(gam, (n,) if gam.ndim <= 1 else gam.shape).astype(float)
+    except ValueError:
+        raise ValueError(f"gamma must be a scalar or have one value per row of q ({n}); got shape {gam.shape}.")
+    if gam.shape != (n,):
+        raise ValueError(f"gamma must be a scalar or have one value per row of q ({n}); got shape {gam.shape}.")
+    out = np.zeros_like(rows)
+    support = rows > 0
+    n_support = support.sum(axis=1)
+    trivial = (gam == 0) | (n_support == 1)
+    out[trivial] = rows[trivial] / rows[trivial].sum(axis=1, keepdims=True)
+    todo = np.flatnonzero(~trivial)
+    if todo.size == 0:
+        return out[0] if one else out
+    qs, gs, sup = rows[todo], gam[todo], support[todo]
+    log_q = np.where(sup, np.log(np.where(sup, qs, 1.0)), 0.0)
+    g_cells = np.broadcast_to(gs[:, None], qs.shape)
+
+    def invert_psi(target, gcell):
+        """s with psi(s) = target, element-wise (psi increases from -inf to +inf)."""
+        guess = np.clip(np.where(target < 0, target, target / (1.0 + gcell)), -740.0, 740.0)
+
+        def fun(s, index):
+            value, slope = _log_phi_logit(s, gcell[index])
+            return value - target[index], slope
+        return _solve_increasing(fun, guess, np.full_like(guess, -745.0), np.full_like(guess, 745.0))
+
+    # bracket the log normaliser t: p_y = expit(psi^{-1}(t + log q_y)), sum over the support increases in t
+    psi_uniform, _ = _log_phi_logit(np.full(len(todo), -np.log(k - 1.0)), gs)      # psi at p = 1/K
+    psi_half, _ = _log_phi_logit(np.zeros(len(todo)), gs)                           # psi at p = 1/2
+    t_lo = psi_uniform - np.log(qs.max(axis=1))
+    t_hi = psi_half - np.min(np.where(sup, log_q, np.inf), axis=1)
+
+    cells = np.flatnonzero(sup.ravel())
+    row_of_cell = np.repeat(np.arange(len(todo)), k)[cells]
+    log_q_cells = log_q.ravel()[cells]
+    g_cells_flat = g_cells.ravel()[cells]
+    last_s: dict[str, np.ndarray] = {}
+
+    def outer(t, index):
+        chosen = np.isin(row_of_cell, index)
+        rows_here = row_of_cell[chosen]
+        position = np.searchsorted(index, rows_here)
+        target = t[position] + log_q_cells[chosen]
+        s = invert_psi(target, g_cells_flat[chosen])
+        _, slope = _log_phi_logit(s, g_cells_flat[chosen])
+        prob = expit(s)
+        total = np.bincount(position, weights=prob, minlength=len(index)) - 1.0
+        d_total = np.bincount(position, weights=prob * (1.0 - prob) / slope, minlength=len(index))
+        last_s["s"], last_s["chosen"] = s, chosen
+        return total, d_total
+
+    t0 = np.clip(np.zeros(len(todo)), t_lo, t_hi)
+    t = _solve_increasing(outer, t0, t_lo, t_hi)
+    target = t[row_of_cell] + log_q_cells
+    s = invert_psi(target, g_cells_flat)
+    solved = np.zeros(qs.size)
+    solved[cells] = expit(s)
+    solved = solved.reshape(qs.shape)
+    out[todo] = solved / solved.sum(axis=1, keepdims=True)
+    return out[0] if one else out
+
+
+def focal_prediction_target(probs, gamma):
+    """The target distribution q for which ``probs`` is the focal-optimal prediction: q proportional to p / g(p, gamma).
+
+    The closed-form inverse of :func:`focal_optimal_prediction`, from the stationarity condition of the
+    expected focal loss (Mukhoti et al. 2020, App. A, Eq. 5 and Fig. 6; footnote 1). Computed in log space;
+    a row with an entry equal to 1 maps to that one-hot vector.
+
+    Parameters
+    ----------
+    probs : array_like, shape (K,) or (N, K)
+        Predicted distributions.
+    gamma : array_like
+        Focal parameter >= 0, a scalar or one per row.
+    """
+    rows, one = _as_distributions(probs, "probs")
+    gam = _as_gamma(gamma)
+    gam = np.asarray(gam, dtype=float)
+    gcol = gam.reshape(-1, 1) if gam.ndim == 1 else gam
+    with np.errstate(divide="ignore"):
+        log_phi = np.log(rows) - _log_gradient_factor(rows, np.broadcast_to(gcol, rows.shape))
+    certain = np.isposinf(log_phi)
+    finite = np.where(np.isfinite(log_phi), log_phi, -np.inf)
+    top = finite.max(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore"):          # rows holding a 1 are all -inf here; replaced below
+        weights = np.exp(finite - top)
+        out = weights / weights.sum(axis=1, keepdims=True)
+    hit = certain.any(axis=1)
+    out[hit] = certain[hit].astype(float)
+    return out[0] if one else out
+
+
+# ---------------------------------------------------------------------------------- Eq. 4 (App. A)
+
+def focal_loss(probs, target, gamma):
+    """The general focal loss of App. A, ``L_f = -sum_y (1 - p_y)**gamma q_y log p_y``, one value per row.
+
+    Mukhoti et al. (2020), App. A (for one-hot q it is the focal loss of Sec. 4, Lin et al. 2017).
+
+    Parameters
+    ----------
+    probs : array_like, shape (K,) or (N, K)
+        Predicted distributions p_hat.
+    target : array_like, same shape
+        Target distributions q.
+    gamma : array_like
+        Focal parameter >= 0, a scalar or one per row.
+    """
+    p, one = _as_distributions(probs, "probs")
+    q, _ = _as_distributions(target, "target")
+    if q.shape != p.shape:
+        raise ValueError(f"target has shape {q.shape} but probs has {p.shape}; pass one target row per prediction.")
+    gcol = np.asarray(_as_gamma(gamma), dtype=float)
+    gcol = gcol.reshape(-1, 1) if gcol.ndim == 1 else gcol
+    with np.errstate(divide="ignore"):
+        out = -np.sum((1 - p) ** gcol * xlogy(q, p), axis=1)
+    return _scalar_or_array(out[0]) if one else out
+
+
+def entropy_regularised_bound(probs, target, gamma):
+    """The right-hand side of Eq. 4 in its App. A form, ``L_c - gamma H[p_hat] = KL(q || p_hat) + H[q] - gamma H[p_hat]``.
+
+    Mukhoti et al. (2020), Eq. 4 and App. A: ``focal_loss(p, q, gamma) >= entropy_regularised_bound(p, q, gamma)``
+    (proved there for gamma >= 1; it holds for every gamma >= 0, see chapter 02).
+    """
+    p, one = _as_distributions(probs, "probs")
+    q, _ = _as_distributions(target, "target")
+    if q.shape != p.shape:
+        raise ValueError(f"target has shape {q.shape} but probs has {p.shape}; pass one target row per prediction.")
+    gam = np.asarray(_as_gamma(gamma), dtype=float)
+    with np.errstate(divide="ignore"):
+        cross_entropy = -np.sum(xlogy(q, p), axis=1)
+    entropy = -np.sum(xlogy(p, p), axis=1)
+    out = cross_entropy - gam * entropy
+    return _scalar_or_array(out[0]) if one else out
+
+
+# ------------------------------------------------------------- per-sample vs per-batch gradients (Prop. 1)
+
+def random_linear_softmax_batches(n_batches: int, batch_size: int = 2, n_features: int = 3, n_classes: int = 3,
+                                  logit_scale: float = 3.0, seed: int = 0) -> dict:
+    """Random mini-batches for a linear softmax layer z = W h, with each sample's cross-entropy gradient in W.
+
+    For sample i the gradient of L_c = -log p_{y_i} with respect to W is ``(p_i - e_{y_i}) h_i^T``; by
+    Prop. 1 of Mukhoti et al. (2020) the focal-loss gradient is ``g(p_{i, y_i}, gamma)`` times it. Summing
+    over the batch compares batch gradient norms, where Prop. 1's norm inequality need not hold.
+
+    Parameters
+    ----------
+    n_batches, batch_size, n_features, n_classes : int
+        Sizes; weights W ~ N(0, logit_scale^2 / n_features), features h ~ N(0, 1), labels uniform.
+    logit_scale : float
+        Spread of the logits.
+    seed : int
+
+    Returns
+    -------
+    dict with ``weights`` (B, K, D), ``features`` (B, n, D), ``labels`` (B, n), ``probs`` (B, n, K),
+    ``p_true`` (B, n) and ``ce_grads`` (B, n, K, D).
+    """
+    for name, value in (("n_batches", n_batches), ("batch_size", batch_size), ("n_features", n_features),
+                        ("n_classes", n_classes)):
+        if int(value) != value or value < (2 if name == "n_classes" else 1):
+            raise ValueError(f"{name} must be a positive integer{' >= 2' if name == 'n_classes' else ''}; got {value!r}.")
+    rng = np.random.default_rng(seed)
+    weights = rng.normal(size=(n_batches, n_classes, n_features)) * logit_scale / np.sqrt(n_features)
+    features = rng.normal(size=(n_batches, batch_size, n_features))
+    labels = rng.integers(n_classes, size=(n_batches, batch_size))
+    logits = np.einsum("bkd,bnd->bnk", weights, features)
+    logits -= logits.max(axis=-1, keepdims=True)
+    probs = np.exp(logits)
+    probs /= probs.sum(axis=-1, keepdims=True)
+    onehot = np.eye(n_classes)[labels]
+    ce_grads = (probs - onehot)[..., :, None] * features[..., None, :]
+    p_true = np.take_along_axis(probs, labels[..., None], axis=-1)[..., 0]
+    return {"weights": weights, "features": features, "labels": labels, "probs": probs, "p_true": p_true,
+            "ce_grads": ce_grads}
