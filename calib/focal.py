@@ -2,7 +2,8 @@
 
 Focal loss (Lin et al. 2017) for a sample whose true class gets probability p is
 ``L_f = -(1 - p)**gamma * log(p)``; gamma = 0 is cross-entropy ``L_c = -log(p)``. Everything here is float64,
-vectorised (array inputs broadcast) and accepts numpy arrays or torch tensors; torch is never imported.
+vectorised (array inputs broadcast) and accepts numpy arrays or torch tensors; torch is never imported, except
+by :func:`focal_map`, which computes a torch input in torch (differentiably) and keeps float32 input in float32.
 
 Contents, by the paper result they implement (Mukhoti et al. 2020 unless said otherwise):
 
@@ -20,7 +21,13 @@ Contents, by the paper result they implement (Mukhoti et al. 2020 unless said ot
 - the general focal loss and the entropy-regularised bound of Eq. 4 (App. A): :func:`focal_loss`,
   :func:`entropy_regularised_bound`;
 - random linear-softmax batches for per-sample versus per-batch gradient comparisons (Prop. 1):
-  :func:`random_linear_softmax_batches`.
+  :func:`random_linear_softmax_batches`;
+- Charoenphakdee et al. (2021): the map Psi^gamma of Thm. 11 applied to logits, in log space (float32-safe;
+  numpy or torch, differentiable), which is also Komisarenko & Kull (2024)'s focal calibration map:
+  :func:`focal_map`; the over-confidence threshold tau_oc of Thm. 8 (tau_uc is :func:`threshold`):
+  :func:`tau_oc`; log h^gamma (Eq. 13): :func:`log_focal_weight`; and a direct minimiser of the focal risk
+  that checks Thm. 11 and :func:`focal_optimal_prediction` (which is the inverse of Psi^gamma):
+  :func:`minimise_focal_risk`.
 
 Later sections (the focal calibration map, temperature bounds) build on the same private helpers
 (:func:`_log_gradient_factor`, the logit-space forms and :func:`_solve_increasing`).
@@ -28,12 +35,15 @@ Later sections (the focal calibration map, temperature bounds) build on the same
 
 from __future__ import annotations
 
+import numbers
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import minimize
 from scipy.special import expit, lambertw, xlogy
 
-from calib._validate import as_float_array, as_scores
+from calib._validate import as_float_array, as_scores, check_finite, to_numpy
 
 __all__ = [
     "gradient_factor", "gradient_factor_dp", "threshold", "gamma_star", "lambert_gamma", "lambert_argument",
@@ -768,3 +778,320 @@ def random_linear_softmax_batches(n_batches: int, batch_size: int = 2, n_feature
     p_true = np.take_along_axis(probs, labels[..., None], axis=-1)[..., 0]
     return {"weights": weights, "features": features, "labels": labels, "probs": probs, "p_true": p_true,
             "ce_grads": ce_grads}
+
+
+# ====================================================================================================
+# Charoenphakdee et al. (2021): what focal loss estimates. The map Psi^gamma (= Komisarenko & Kull's
+# focal calibration map) on logits, float32-safe and differentiable in torch; the over-confidence
+# threshold tau_oc (tau_uc is `threshold`); log h^gamma; and a direct minimiser of the focal risk that
+# cross-checks `focal_optimal_prediction` (the inverse of Psi^gamma) and Thm. 11.
+# ====================================================================================================
+
+__all__ += ["focal_map", "tau_oc", "log_focal_weight", "minimise_focal_risk"]
+
+
+def _check_map_gamma(gamma) -> float:
+    if isinstance(gamma, np.ndarray) and gamma.ndim == 0:
+        gamma = gamma.item()
+    if isinstance(gamma, (bool, np.bool_)) or not isinstance(gamma, numbers.Real):
+        raise ValueError(f"gamma must be a single real number > -1; got {gamma!r}. Call focal_map once per gamma.")
+    value = float(gamma)
+    if not np.isfinite(value) or value <= -1:
+        raise ValueError(
+            f"gamma must be a finite number > -1; got {gamma!r}. For gamma <= -1 the focal 'gradient factor' "
+            f"g(p, gamma) = (1-p)^(gamma-1) [(1-p) - gamma p log p] is negative near p = 1, so p / g is not a "
+            f"probability weight (Komisarenko & Kull 2024 use gamma in (-1, 0) for focal temperature scaling).")
+    return value
+
+
+#: Rows of focal_map are processed in blocks of about this many entries, so that the temporaries stay in cache.
+_MAP_BLOCK_ELEMENTS = 1 << 16
+
+
+def _focal_map_block(z: np.ndarray, gamma: float, out: np.ndarray) -> None:
+    """Write Psi^gamma(softmax(z)) into ``out`` for a finite (n, K) float block, in z's dtype (see focal_map)."""
+    n, k = z.shape
+    top = np.argmax(z, axis=1)
+    row_start = np.arange(0, n * k, k)
+    flat = top + row_start                            # flat index of each row's top class
+    u = z - z.reshape(-1)[flat][:, None]              # log(v_j / v_top) <= 0, exactly 0 at the top class
+    v = np.exp(u)
+    v.reshape(-1)[flat] = 0
+    ones = np.ones(k, dtype=z.dtype)
+    rest = v @ ones                                   # S = sum_{j != top} v_j / v_top = (1 - v_top) / v_top
+    with np.errstate(divide="ignore"):
+        log_rest = np.log(rest)
+    under = rest < np.finfo(z.dtype).tiny * 1024      # S subnormal or 0: log S again, with a max shift
+    if under.any():
+        u_rest = u[under]
+        u_rest.reshape(-1)[top[under] + np.arange(0, u_rest.size, k)] = -np.inf
+        second = u_rest.max(axis=1)
+        log_rest[under] = second + np.log(np.exp(u_rest - second[:, None]) @ ones)
+    lse = np.log1p(rest)                              # -log v_top
+    v *= (1 / (1 + rest))[:, None]                    # v_j (0 at the top)
+    log_v = u
+    log_v -= lse[:, None]                             # log v_j, accurate for every j
+    log_1mv = np.negative(v)
+    np.log1p(log_1mv, out=log_1mv)                    # log(1 - v_j): accurate for v_j <= 1/2, i.e. every j != top
+    log_1mv.reshape(-1)[flat] = log_rest - lse        # log(1 - v_top) = log S - log(1 + S)
+    r = v * log_v                                     # r = -v log v / (1 - v), in [0, 1]
+    v -= 1
+    r /= v
+    small = log_rest < -20                            # r_top = log1p(S) / S = 1 - S/2 + ..., S < 2e-9
+    with np.errstate(over="ignore"):
+        r.reshape(-1)[flat] = np.where(small, 1.0, lse * np.exp(-np.where(small, 0.0, log_rest)))
+    r *= gamma
+    np.log1p(r, out=r)                                # log(1 + gamma r)
+    log_1mv *= gamma
+    log_h = log_v                                     # log h = log v - log g, log g = gamma log(1-v) + log(1 + gamma r)
+    log_h -= log_1mv
+    log_h -= r
+    shift = log_h.reshape(-1)[flat] if gamma >= 0 else log_h.max(axis=1)   # the top class has the largest h
+    log_h -= shift[:, None]
+    np.exp(log_h, out=out)
+    out *= (1 / (out @ ones))[:, None]
+
+
+def _focal_map_numpy(z: np.ndarray, gamma: float) -> np.ndarray:
+    """Psi^gamma(softmax(z)) row-wise for a finite float (N, K) array, in blocks of rows."""
+    n, k = z.shape
+    out = np.empty_like(z)
+    step = max(1, _MAP_BLOCK_ELEMENTS // k)
+    for start in range(0, n, step):
+        _focal_map_block(z[start:start + step], gamma, out[start:start + step])
+    return out
+
+
+def _focal_map_torch(z, gamma: float):
+    """The same computation in torch, differentiable, with no inf or nan in any branch (see focal_map)."""
+    import torch
+
+    top = z.argmax(dim=1, keepdim=True)
+    is_top = torch.zeros_like(z, dtype=torch.bool).scatter_(1, top, True)
+    u = z - z.gather(1, top)
+    log_rest = torch.logsumexp(u.masked_fill(is_top, float("-inf")), dim=1, keepdim=True)
+    lse = torch.nn.functional.softplus(log_rest)   # log(1 + S) = -log v_top
+    log_v = u - lse
+    v = torch.where(is_top, torch.full_like(z, 0.5), log_v.exp())  # 0.5 is a placeholder, never used
+    log_1mv = torch.where(is_top, log_rest - lse, torch.log1p(-v))
+    small = log_rest < -20
+    safe = torch.where(small, torch.zeros_like(log_rest), log_rest)
+    r_top = torch.where(small, torch.ones_like(log_rest), torch.nn.functional.softplus(safe) * torch.exp(-safe))
+    r = torch.where(is_top, r_top, -v * log_v / (1 - v))
+    log_h = log_v - gamma * log_1mv - torch.log1p(gamma * r)
+    return torch.softmax(log_h, dim=1)
+
+
+def focal_map(logits, gamma):
+    r"""The focal calibration map Psi^gamma applied to softmax(logits).
+
+    ``Psi^gamma_i(v) = h(v_i) / sum_l h(v_l)`` with ``h(v) = v / phi^gamma(v)`` and
+    ``phi^gamma(v) = (1-v)^gamma - gamma (1-v)^(gamma-1) v log v``, where phi^gamma is the focal gradient
+    factor g(v, gamma) of :func:`gradient_factor`. For gamma >= 0 it maps the focal risk minimiser back to
+    the class posterior, ``eta = Psi^gamma(q^{gamma,*})`` (Charoenphakdee et al. 2021, Thm. 11, Eqs. 11-13);
+    it is Komisarenko & Kull (2024)'s focal calibration map (Eq. 1), ``p_k`` proportional to
+    ``1 / FL'(q_k)``, which they also use with gamma in (-1, 0) for focal temperature scaling.
+
+    Parameters
+    ----------
+    logits : array_like or torch.Tensor, shape (N, K)
+        Finite scores; ``v = softmax(logits)`` is the network's output (pass ``log(v)`` for probabilities
+        without zeros).
+    gamma : float
+        Focal parameter, > -1. ``gamma = 0`` gives softmax(logits) (Psi^0 is the identity).
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor, shape (N, K)
+        Rows in the simplex, summing to 1. A numpy float32 input gives float32 (within 1e-6 of the float64
+        result, see the tests); any other numpy input gives float64. A torch input gives a tensor of its
+        dtype and device (half precision is computed in float32), differentiable in ``logits``.
+
+    Raises
+    ------
+    ValueError
+        For logits that are not a finite (N, K) array with K >= 2, or gamma <= -1.
+
+    Notes
+    -----
+    Evaluated in log space from the logits, never from the rounded probabilities: ``log h_i = log v_i - gamma log(1 - v_i) - log(1 + gamma r_i)`` with
+    ``r = -v log v / (1 - v)`` in [0, 1] (so ``g = (1-v)^gamma (1 + gamma r)``), ``log v`` from the shifted
+    logits and ``log(1 - v_top)`` as the log-sum-exp of the other classes relative to the top one. So a
+    saturated output (float32 softmax of logits (20, 0, 0) is exactly (1, 0, 0), where the printed formula
+    gives nan) still maps to finite probabilities summing to 1, and a numerically one-hot row stays
+    one-hot (the paper's convention). Since h is increasing (gamma >= 0; Prop. 12), the argmax is kept; for
+    gamma in (-1, 0), h is not monotone, but the argmax is still kept (the tests check it).
+    The inverse map (from eta back to q^{gamma,*}) is :func:`focal_optimal_prediction`.
+    """
+    gamma = _check_map_gamma(gamma)
+    if type(logits).__module__.startswith("torch"):
+        import torch
+
+        if logits.ndim != 2 or logits.shape[1] < 2 or logits.shape[0] == 0:
+            raise ValueError(f"logits must have shape (N, K) with N >= 1 and K >= 2; got {tuple(logits.shape)}.")
+        if not logits.is_floating_point():
+            logits = logits.double()
+        if not bool(torch.isfinite(logits).all()):
+            raise ValueError("logits contains NaN or infinity; remove or repair those entries before calling.")
+        low = logits.dtype in (torch.float16, torch.bfloat16)
+        z = logits.float() if low else logits
+        out = torch.softmax(z, dim=1) if gamma == 0 else _focal_map_torch(z, gamma)
+        return out.to(logits.dtype) if low else out
+    arr = to_numpy(logits, "logits")
+    if arr.dtype == np.float32:
+        if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] < 2:
+            as_scores(arr, "logits", kind="logits")      # raises the standard message
+        check_finite(arr, "logits")
+        z = arr
+    else:
+        z = as_scores(arr, "logits", kind="logits")
+    if gamma == 0:
+        e = np.exp(z - z.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+    return _focal_map_numpy(z, gamma)
+
+
+def tau_oc(gamma):
+    r"""tau_oc^gamma = argmax_v phi^gamma(v): where the gradient factor peaks; below it focal loss can over-estimate.
+
+    Charoenphakdee et al. (2021), Thm. 8: if ``max_y q^{gamma,*}_y <= tau_oc`` (and q is not uniform on a
+    subset of classes) the focal risk minimiser is eta-over-confident; if ``max_y q >= tau_uc``
+    (:func:`threshold`, where phi = 1) it is eta-under-confident; ``0 < tau_oc < tau_uc < 1/2``. The peak of
+    phi = g is also the peak of Mukhoti et al.'s gradient factor (their Eq. 8 vanishes there).
+
+    Parameters
+    ----------
+    gamma : array_like
+        Focal parameters, > 0.
+
+    Returns
+    -------
+    numpy.ndarray or numpy.float64
+        tau_oc in (0, 0.2032): tau_oc(1) = e^-2; it decreases in gamma and tends to
+        ``-W_0(-2 e^-2) / 2 = 0.2031878700`` as gamma -> 0.
+
+    Notes
+    -----
+    phi' = gamma (1-v)^(gamma-2) [-2(1-v) + (gamma v - 1) log v] (Mukhoti et al., Eq. 8), so tau_oc is the
+    root in (0, 1/2) of ``k(v) = (gamma v - 1) log v - 2(1 - v)``, which changes sign once there. It is
+    found in x = log v by a vectorised Newton iteration with bisection safeguard on [-745, -log 2].
+    """
+    gamma = _as_gamma(gamma, positive=True,
+                      why="At gamma = 0, phi is identically 1 and has no peak (the limit gamma -> 0+ of tau_oc "
+                          "is 0.2031878700); pass gamma > 0.")
+    flat = np.asarray(gamma, dtype=float).ravel()
+
+    def fun(x, index):
+        g = flat[index]
+        v = np.exp(x)
+        k = (g * v - 1) * x - 2 * (1 - v)
+        dk = g * v * x + (g * v - 1) + 2 * v
+        return -k, -dk                               # -k < 0 left of the root, > 0 right of it
+
+    lo = np.full_like(flat, -745.0)
+    hi = np.full_like(flat, -np.log(2.0))
+    x0 = np.log(np.minimum(0.2, 1.0 / (1.0 + flat)))
+    x = _solve_increasing(fun, x0, lo, hi, xtol=1e-16)
+    return _scalar_or_array(np.exp(x).reshape(np.shape(gamma)))
+
+
+def _as_eta_rows(eta, name="eta"):
+    arr = as_scores(np.atleast_2d(to_numpy(eta, name)), name, kind="probs")
+    return arr, np.ndim(to_numpy(eta, name)) == 1
+
+
+def minimise_focal_risk(eta, gamma, *, gtol: float = 1e-14):
+    r"""The focal risk minimiser q^{gamma,*}(eta) by direct minimisation: a cross-check, independent of Psi.
+
+    Minimises the pointwise focal risk ``W(q; eta) = -sum_i eta_i (1 - q_i)^gamma log q_i``
+    (Charoenphakdee et al. 2021, Eqs. 5 and 7; :func:`focal_loss` with target eta) over q = softmax(z) by a
+    trust-region Newton method (``scipy.optimize.minimize(method="trust-exact")``) with the exact gradient
+    and Hessian in z, one row at a time. It uses only the derivative of the loss, ``d/dv [-(1-v)^g log v]
+    = -phi(v) / v``, never the map Psi, so ``focal_map(log q, gamma)`` returning eta checks Thm. 11.
+    :func:`focal_optimal_prediction` computes the same q from the closed form and is much faster.
+
+    Parameters
+    ----------
+    eta : array_like, shape (K,) or (N, K)
+        Class posteriors; the entries where eta is 0 get q = 0 (the risk does not depend on them).
+    gamma : float
+        Focal parameter, >= 0.
+    gtol : float
+        Gradient tolerance of the trust-region phase; a few Newton steps on the gradient then polish the
+        result until the gradient stops decreasing (about 1e-17).
+
+    Returns
+    -------
+    numpy.ndarray
+        q with the shape of ``eta``.
+    """
+    rows, one = _as_eta_rows(eta)
+    g = float(_as_gamma(gamma))
+    out = np.zeros_like(rows)
+    for n, row in enumerate(rows):
+        support = np.flatnonzero(row > 0)
+        e = row[support] / row[support].sum()
+        if support.size == 1 or g == 0:
+            out[n, support] = e
+            continue
+        ref = int(np.argmax(e))
+        free = np.delete(np.arange(e.size), ref)
+
+        def unpack(w):
+            z = np.zeros(e.size)
+            z[free] = w
+            q = np.exp(z - z.max())
+            return q / q.sum()
+
+        def fun(w):
+            q = unpack(w)
+            return float(focal_loss(q, e, g))
+
+        def jac(w):
+            q = unpack(w)
+            a = -e * gradient_factor(q, g)                # eta_i * dl/dq_i * q_i
+            return (a - q * a.sum())[free]
+
+        def hess(w):
+            q = unpack(w)
+            a = -e * gradient_factor(q, g)
+            b = -e * gradient_factor_dp(q, g) * q
+            s, bs = a.sum(), b.sum()
+            h = (np.diag(b - q * s) - np.outer(b, q) - np.outer(q, b) + np.outer(q, q) * (s + bs))
+            return h[np.ix_(free, free)]
+
+        w = np.log(e[free]) - np.log(e[ref])
+        with warnings.catch_warnings():      # near the optimum the risk stops decreasing in float64
+            warnings.simplefilter("ignore")
+            w = minimize(fun, w, jac=jac, hess=hess, method="trust-exact", options={"gtol": gtol}).x
+        grad = jac(w)
+        for _ in range(20):                  # plain Newton steps on the gradient: quadratic convergence
+            step = np.linalg.solve(hess(w), grad)
+            grad_new = jac(w - step)
+            if not np.linalg.norm(grad_new) < np.linalg.norm(grad):
+                break
+            w, grad = w - step, grad_new
+        out[n, support] = unpack(w)
+    return out[0] if one else out
+
+
+def log_focal_weight(p, gamma):
+    r"""log h^gamma(p) = log p - log phi^gamma(p): the log of the weight that Psi^gamma normalises (Eq. 13).
+
+    Charoenphakdee et al. (2021), Eq. 13: ``h(p) = p / phi^gamma(p)`` with phi^gamma the gradient factor
+    :func:`gradient_factor`; Psi^gamma_i(v) = h(v_i) / sum_l h(v_l). Evaluated in log space, so it stays
+    finite where h itself overflows (h(p) ~ (1-p)^-gamma / (1 + gamma) as p -> 1); +inf at p = 1 for gamma > 0.
+
+    Parameters
+    ----------
+    p : array_like
+        Probabilities in (0, 1].
+    gamma : array_like
+        Focal parameter, >= 0; broadcasts against ``p``.
+    """
+    p = _as_probability(p, "p")
+    if np.any(p == 0):
+        raise ValueError("p must be > 0: log h(0) = log 0 = -inf. Drop the zeros (Psi gives them weight 0).")
+    gamma = _as_gamma(gamma)
+    p, gamma = np.broadcast_arrays(p, gamma)
+    return _scalar_or_array(np.log(p) - _log_gradient_factor(p, gamma))

@@ -18,6 +18,12 @@ Mukhoti et al. (2020), *Calibrating Deep Neural Networks using Focal Loss*:
   and a proof for every gamma >= 0;
 - :func:`focal_optimum`: the stationarity condition of Eq. 5 (Fig. 6, footnote 1).
 
+Charoenphakdee et al. (2021), *On Focal Loss for Class-Posterior Probability Estimation*:
+
+- :func:`posterior_recovery`: the lemmas behind Thms. 3, 5, 8, 11, Cor. 9 and Prop. 12 (the paper's
+  appendix is not available; the book's reconstruction): where phi comes from, strict convexity, phi',
+  phi(1/2), the slope of Thm. 5 and the stationarity condition that gives Psi^gamma.
+
 Sympy often cannot cancel powers of (1 - p) when it only knows p > 0; residuals are therefore simplified
 after substituting p = 1 - u with u > 0 (:func:`vanishes`), and limits at p -> 1 are taken as u -> 0+.
 """
@@ -390,4 +396,162 @@ def focal_optimum() -> Derivation:
     one_hot = d.add("d_risk_one_hot", sp.simplify(dr.subs(q, 1)), r"R'(x)\big|_{q=1}", "= -g(x, gamma)/x < 0")
     d.add("d_risk_one_hot_residual", _simplify_in_u(one_hot + gradient_factor(x, gamma) / x, x),
           r"R'(x)\big|_{q=1} + \frac{g(x, \gamma)}{x}", "0")
+    return d
+
+
+# ------------------------------------------------------------- Charoenphakdee et al. (2021), Secs. 3-5
+
+__all__ += ["v", "eta1", "eta2", "posterior_recovery"]
+
+#: a probability in Charoenphakdee et al.'s notation (phi^gamma(v), h^gamma(v))
+v = sp.Symbol("v", positive=True)
+#: the class posterior of a binary problem (Thm. 5)
+eta1, eta2 = sp.symbols("eta_1 eta_2", positive=True)
+_t = sp.Symbol("t", real=True)
+
+
+@lru_cache(maxsize=None)
+def posterior_recovery() -> Derivation:
+    """Charoenphakdee et al. (2021): the lemmas behind Thms. 3, 5, 8, 11, Cor. 9 and Prop. 12.
+
+    The paper's proofs are in an appendix that the book does not have; these are the book's reconstruction.
+    phi^gamma(v) (Eq. 10) is Mukhoti et al.'s gradient factor g(v, gamma).
+
+    Keys:
+    ``phi`` (Eq. 10); ``ell`` (-(1-v)^gamma log v, the loss of a class with prediction v) and ``dell``;
+    ``L1_residual`` (dell + phi / v: 0, where phi comes from);
+    ``d2ell``, ``B`` ((1-v)^2 + 2 gamma v (1-v) - gamma (gamma-1) v^2 log v), ``L2_residual``
+    (v^2 ell'' - (1-v)^(gamma-2) B: 0, so ell is strictly convex when B > 0), ``B_lower_gap``
+    (B - (1-v)((1-v) + gamma (1+gamma) v) = gamma (1-gamma) v (v log v + 1 - v), >= 0 for gamma <= 1);
+    ``h`` (v / phi, Eq. 13), ``L3_residual`` (phi - v phi' - v^2 ell'': 0, so h' = v^2 ell'' / phi^2 > 0);
+    ``dphi``, ``dphi_form`` (gamma (1-v)^(gamma-2) [-2(1-v) + (gamma v - 1) log v]), ``L4_residual`` (0);
+    ``phi_half`` (phi(1/2)), ``phi_half_form`` (2^-gamma (1 + gamma log 2)), ``L5_residual`` (0),
+    ``t_bound`` (e^-t (1 + t)) and ``t_bound_dt`` (-t e^-t < 0: so phi(1/2) < 1 for gamma > 0, Cor. 9);
+    ``W2`` (the binary pointwise risk W(q; eta), Eq. 7), ``thm5_slope`` (d/dt W(eta + t(e1 - e2); eta) at
+    t = 0), ``thm5_residual`` (thm5_slope - (phi(eta2) - phi(eta1)): 0);
+    ``kkt`` (the stationarity condition eta_i phi(q_i) / q_i = lambda solved for eta_i: lambda h(q_i)).
+    """
+    d = Derivation("Charoenphakdee et al. (2021): lemmas")
+    phi = d.add("phi", gradient_factor(v, gamma), r"\varphi^\gamma(v)", "Eq. 10 (= Mukhoti et al.'s g)")
+    ell = d.add("ell", -(1 - v) ** gamma * sp.log(v), r"\ell^\gamma(v)", "focal loss of a class predicted v")
+    dell = d.add("dell", sp.diff(ell, v), r"\frac{d\ell^\gamma}{dv}", "")
+    d.add("L1_residual", _simplify_in_u(dell + phi / v, v), r"\frac{d\ell^\gamma}{dv} + \frac{\varphi^\gamma(v)}{v}",
+          "0: phi is -v times the derivative of the loss (Sec. 4.2, 'how phi was derived')")
+    d2 = d.add("d2ell", sp.diff(ell, v, 2), r"\frac{d^2\ell^\gamma}{dv^2}", "")
+    B = d.add("B", (1 - v) ** 2 + 2 * gamma * v * (1 - v) - gamma * (gamma - 1) * v ** 2 * sp.log(v), r"B_\gamma(v)",
+              "> 0 on (0, 1) for every gamma >= 0")
+    d.add("L2_residual", _simplify_in_u((v ** 2 * d2 - (1 - v) ** (gamma - 2) * B) / (1 - v) ** (gamma - 2), v),
+          r"\left(v^2 \frac{d^2\ell^\gamma}{dv^2} - (1-v)^{\gamma-2} B_\gamma(v)\right) / (1-v)^{\gamma-2}",
+          "0: the pointwise focal risk is strictly convex")
+    d.add("B_lower_gap", sp.factor(sp.expand(B - (1 - v) * ((1 - v) + gamma * (1 + gamma) * v))),
+          r"B_\gamma(v) - (1-v)\left((1-v) + \gamma(1+\gamma)v\right)",
+          "gamma (1 - gamma) v (v log v + 1 - v) >= 0 for gamma <= 1 (log v >= 1 - 1/v)")
+    h = d.add("h", v / phi, r"h^\gamma(v)", "Eq. 13")
+    dphi = d.add("dphi", sp.diff(phi, v), r"\frac{d\varphi^\gamma}{dv}", "")
+    dphi_form = d.add("dphi_form", gamma * (1 - v) ** (gamma - 2) * (-2 * (1 - v) + (gamma * v - 1) * sp.log(v)),
+                      r"\gamma(1-v)^{\gamma-2}\left[-2(1-v) + (\gamma v - 1)\log v\right]",
+                      "zero at tau_oc: (gamma v - 1) log v = 2 (1 - v)")
+    d.add("L4_residual", _simplify_in_u((dphi - dphi_form) / (1 - v) ** (gamma - 2), v),
+          r"\left(\frac{d\varphi^\gamma}{dv} - (\dots)\right) / (1-v)^{\gamma-2}", "0")
+    d.add("L3_residual", _simplify_in_u((phi - v * dphi_form - v ** 2 * d2) / (1 - v) ** (gamma - 2), v),
+          r"\left(\varphi - v\varphi' - v^2 \ell''\right) / (1-v)^{\gamma-2}",
+          "0: h' = (phi - v phi') / phi^2 = v^2 ell'' / phi^2 > 0, h increases (Prop. 12)")
+    half = d.add("phi_half", sp.simplify(phi.subs(v, sp.Rational(1, 2))), r"\varphi^\gamma(1/2)", "")
+    half_form = d.add("phi_half_form", 2 ** (-gamma) * (1 + gamma * sp.log(2)), r"2^{-\gamma}(1 + \gamma\log 2)", "")
+    d.add("L5_residual", sp.simplify(sp.expand_log(half - half_form, force=True)), r"\varphi^\gamma(1/2) - (\dots)", "0")
+    tt = sp.Symbol("t", positive=True)
+    tb = d.add("t_bound", sp.exp(-tt) * (1 + tt), r"e^{-t}(1+t)", "phi(1/2) with t = gamma log 2; equals 1 at t = 0")
+    d.add("t_bound_dt", sp.simplify(sp.diff(tb, tt)), r"\frac{d}{dt}e^{-t}(1+t)", "-t e^-t < 0: so phi(1/2) < 1")
+    q1 = sp.Symbol("q_1", positive=True)
+    W2 = d.add("W2", -eta1 * (1 - q1) ** gamma * sp.log(q1) - eta2 * q1 ** gamma * sp.log(1 - q1),
+               r"W(\mathbf{q}; \boldsymbol\eta)", "Eq. 7, K = 2, q = (q_1, 1 - q_1)")
+    slope = d.add("thm5_slope", sp.diff(W2.subs(q1, eta1 + _t), _t).subs(_t, 0).subs(eta2, 1 - eta1),
+                  r"\frac{d}{dt} W(\boldsymbol\eta + t(\mathbf{e}_1 - \mathbf{e}_2); \boldsymbol\eta)\Big|_{t=0}", "")
+    d.add("thm5_residual", _simplify_in_u(sp.expand(slope - (gradient_factor(1 - eta1, gamma)
+                                                              - gradient_factor(eta1, gamma))), eta1),
+          r"\text{slope} - (\varphi^\gamma(\eta_2) - \varphi^\gamma(\eta_1))", "0: nonzero unless phi(eta1) = phi(eta2)")
+    lam = sp.Symbol("lambda", positive=True)
+    qi, ei = sp.symbols("q_i eta_i", positive=True)
+    d.add("kkt", sp.solve(sp.Eq(ei * gradient_factor(qi, gamma) / qi, lam), ei)[0], r"\eta_i",
+          "KKT: eta_i phi(q_i) / q_i = lambda, so eta_i is proportional to h(q_i) (Thm. 11)")
+    return d
+
+
+# ------------------------------------------------------------- Zhou et al. (2025), reweighted risks
+# Revisiting Reweighted Risk for Calibration: AURC, Focal and Inverse Focal Loss. App. C's gradients (the
+# inverse-focal sign error), the positive-gradient threshold 1/W(1/e), the weight integrals of Fig. 1, and
+# the 1/kappa that Prop. 4.6 drops. Integrals of -log(1 - u) are taken with t = 1 - u (sympy otherwise
+# takes a complex branch).
+
+__all__ += ["kappa", "reweighted_risk"]
+
+#: low-confidence coverage of the AU loss (Zhou et al. 2025, App. E.2)
+kappa = sp.Symbol("kappa", positive=True)
+
+
+@lru_cache(maxsize=None)
+def reweighted_risk() -> Derivation:
+    """Zhou et al. (2025): focal / inverse focal gradients (App. C.1-C.2), gamma* = 1/W(1/e), the weight
+    integrals (Fig. 1), E[beta] = kappa for Eq. 12 and the factor 1/kappa between Eqs. 11 and 12 (Prop. 4.6).
+
+    Keys: ``fl``, ``fl_ce_residual`` (0), ``dfl``, ``dfl_printed``, ``dfl_residual`` (0), ``dfl_limit_3`` and
+    ``dfl_limit_half`` (0), ``fl_factor_residual`` (-p dFL/dp - g(p, gamma), 0); ``ifl``, ``difl``,
+    ``difl_printed``, ``difl_residual`` (-2 gamma (1+p)^(gamma-1) log p, not 0), ``difl_at_one`` (-2^gamma),
+    ``ifl_factor`` (-p dIFL/dp), ``ifl_factor_residual`` (0), ``threshold_h`` ((1+p)/(-p log p)),
+    ``threshold_numerator`` (p + log p + 1), ``p_star`` (W(1/e)), ``p_star_residual`` (W e^W - 1/e to 50
+    digits),
+    ``gamma_star`` (1/W(1/e)), ``gamma_star_value``; ``fl_weight_integral`` (1/(gamma+1)),
+    ``ifl_weight_integral``, ``aurc_weight_integral`` (1), ``eq12_mean`` (kappa), ``eq11_low`` and
+    ``eq11_over_eq12`` (1/kappa).
+    """
+    d = Derivation("reweighted risks (Zhou et al. 2025)")
+    fl = d.add("fl", -(1 - p) ** gamma * sp.log(p), r"\ell_{FL}", "Def. 3.1, Eq. 2")
+    d.add("fl_ce_residual", sp.simplify(fl.subs(gamma, 0) + sp.log(p)), r"\ell_{FL}|_{\gamma=0} + \log p",
+          "0: focal loss with gamma = 0 is cross-entropy")
+    dfl = d.add("dfl", sp.diff(fl, p), r"\frac{\partial \ell_{FL}}{\partial p}", "")
+    dfl_printed = d.add("dfl_printed", gamma * (1 - p) ** (gamma - 1) * sp.log(p) - (1 - p) ** gamma / p,
+                        r"\left.\frac{\partial \ell_{FL}}{\partial p}\right|_{\text{App. C.1}}", "as printed")
+    d.add("dfl_residual", _simplify_in_u(dfl - dfl_printed), r"\frac{\partial \ell_{FL}}{\partial p} - (\text{C.1})",
+          "0: App. C.1 is right")
+    d.add("dfl_limit_3", _limit_at_one(dfl.subs(gamma, 3)), r"\lim_{p\to1}\frac{\partial \ell_{FL}}{\partial p}\Big|_{\gamma=3}", "0")
+    d.add("dfl_limit_half", _limit_at_one(dfl.subs(gamma, sp.Rational(1, 2))),
+          r"\lim_{p\to1}\frac{\partial \ell_{FL}}{\partial p}\Big|_{\gamma=1/2}", "0")
+    d.add("fl_factor_residual", _simplify_in_u(-p * dfl - gradient_factor(p, gamma)),
+          r"-p\,\frac{\partial \ell_{FL}}{\partial p} - g(p, \gamma)", "0: Mukhoti et al.'s gradient factor")
+    ifl = d.add("ifl", -(1 + p) ** gamma * sp.log(p), r"\ell_{IFL}", "Def. 3.2, Eq. 3")
+    difl = d.add("difl", sp.diff(ifl, p), r"\frac{\partial \ell_{IFL}}{\partial p}", "")
+    difl_printed = d.add("difl_printed", gamma * (1 + p) ** (gamma - 1) * sp.log(p) - (1 + p) ** gamma / p,
+                         r"\left.\frac{\partial \ell_{IFL}}{\partial p}\right|_{\text{App. C.2}}", "as printed")
+    d.add("difl_residual", sp.simplify(difl - difl_printed), r"\frac{\partial \ell_{IFL}}{\partial p} - (\text{C.2})",
+          "not 0: the first term of App. C.2 has the wrong sign")
+    d.add("difl_at_one", sp.simplify(difl.subs(p, 1)), r"\frac{\partial \ell_{IFL}}{\partial p}\Big|_{p=1}",
+          "-2^gamma: the gradient does not vanish at p = 1")
+    fac = d.add("ifl_factor", sp.simplify(-p * difl), r"-p\,\frac{\partial \ell_{IFL}}{\partial p}",
+                "negative (a positive gradient) iff 1 + p + gamma p log p < 0")
+    d.add("ifl_factor_residual", sp.simplify(fac - (1 + p) ** (gamma - 1) * (1 + p + gamma * p * sp.log(p))),
+          r"-p\,\frac{\partial \ell_{IFL}}{\partial p} - (1+p)^{\gamma-1}(1 + p + \gamma p\log p)", "0")
+    h = d.add("threshold_h", (1 + p) / (-p * sp.log(p)), r"h(p)",
+              "the gradient is positive at p iff gamma > h(p); gamma* = min h")
+    d.add("threshold_numerator", sp.factor(sp.numer(sp.together(sp.diff(h, p)))), r"\text{numerator of } h'(p)",
+          "p + log p + 1: zero at p* with p* e^p* = 1/e")
+    ps = d.add("p_star", sp.LambertW(sp.exp(-1)), r"p^*", "W(1/e), principal branch")
+    d.add("p_star_residual", sp.N(ps * sp.exp(ps) - sp.exp(-1), 50), r"p^* e^{p^*} - e^{-1}",
+          "0 to 50 digits (sympy does not simplify W(x) e^W(x) to x)")
+    # h(p*) with log p* = -1 - p* (from p* e^p* = 1/e): (1 + p*) / (p* (1 + p*)) = 1 / p*
+    gs = d.add("gamma_star", sp.simplify(h.subs(sp.log(p), -1 - p).subs(p, ps)), r"\gamma^*", "1/W(1/e)")
+    d.add("gamma_star_value", sp.N(gs, 15), r"\gamma^*", "3.5911...: App. C.2 says 4, Sec. 5 says 3.5")
+    d.add("fl_weight_integral", sp.integrate((1 - p) ** gamma, (p, 0, 1)), r"\int_0^1 (1-p)^\gamma\,dp", "")
+    d.add("ifl_weight_integral", sp.simplify(sp.integrate((1 + p) ** gamma, (p, 0, 1))),
+          r"\int_0^1 (1+p)^\gamma\,dp", "")
+    t = sp.Symbol("t", positive=True)
+    d.add("aurc_weight_integral", sp.integrate(-sp.log(t), (t, 0, 1)), r"\int_0^1 -\ln(1-u)\,du",
+          "1: the AURC weights average to 1")
+    d.add("eq12_mean", sp.simplify(sp.integrate(-sp.log(t), (t, 1 - kappa, 1)) + (1 - kappa) * (-sp.log(1 - kappa))),
+          r"\int_0^1 -\ln(1 - \min(u, \kappa))\,du", "kappa: Eq. 12's weights average to kappa, not 1")
+    m = sp.Symbol("m", positive=True)  # min(G(x), kappa) < 1
+    low = d.add("eq11_low", sp.integrate(1 / t, (t, 1 - m, 1)) / kappa,
+                r"\frac{1}{\kappa}\int_0^{m} \frac{dt}{1-t}", "Eq. 11 with m = min(G(x), kappa): the conditional "
+                "expectation over P_X_tau carries 1/kappa")
+    d.add("eq11_over_eq12", sp.simplify(low / (-sp.log(1 - m))), r"\beta_{\text{Eq. 11}} / \beta_{\text{Eq. 12}}",
+          "1/kappa: Prop. 4.6 drops it")
     return d
