@@ -49,10 +49,11 @@ def reliability_diagram(probs, labels, n_bins: int = 15, binning: str = "uniform
     gap_bottom = np.minimum(acc, conf)
     gap_height = np.abs(conf - acc)
     ax.bar(left[over], gap_height[over], bottom=gap_bottom[over], width=width[over], align="edge",
-           color="#dd5555", alpha=0.45, hatch="//", edgecolor="#aa2222", linewidth=0.4, label="gap (over-confident)")
+           color="#dd5555", alpha=0.45, hatch="//", edgecolor="#aa2222", linewidth=0.4,
+           label="gap (over-confident)" if over.any() else None)
     ax.bar(left[~over], gap_height[~over], bottom=gap_bottom[~over], width=width[~over], align="edge",
            color="#55aadd", alpha=0.45, hatch="\\\\", edgecolor="#2266aa", linewidth=0.4,
-           label="gap (under-confident)")
+           label="gap (under-confident)" if (~over).any() else None)
     ax.plot([0, 1], [0, 1], color="black", linestyle="--", linewidth=1, label="perfect calibration")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
