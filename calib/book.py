@@ -36,6 +36,9 @@ PAPERS = {
     "karandikar2021": "Karandikar et al. (2021), *Soft Calibration Objectives for Neural Networks*",
     "zhou2025": "Zhou et al. (2025), *Revisiting Reweighted Risk for Calibration: AURC, Focal and Inverse Focal Loss*",
     "guo2017": "Guo et al. (2017), *On Calibration of Modern Neural Networks*",
+    "kumar2018": "Kumar et al. (2018), *Trainable Calibration Measures for Neural Networks from Kernel Mean Embeddings*",
+    "kumar2019": "Kumar et al. (2019), *Verified Uncertainty Calibration*",
+    "lin2017": "Lin et al. (2017), *Focal Loss for Dense Object Detection*",
 }
 
 
@@ -102,6 +105,11 @@ def _markdown_to_notebook(path: Path):
     import jupytext
 
     nb = jupytext.read(path)
+    for cell in nb.cells:
+        # The defaults are not shown: papermill's injected cell after it shows the parameters actually used.
+        tags = cell.metadata.get("tags", [])
+        if "parameters" in tags and "remove-cell" not in tags:
+            cell.metadata["tags"] = [*tags, "remove-cell"]
     nb.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"})
     nb.metadata["kernelspec"]["name"] = "python3"
     return nb
@@ -227,9 +235,9 @@ def _chapter_link(chapter: str) -> str:
 
 
 def ledger_page(records: list[claims_module.Claim], order: list[str]) -> str:
-    """MyST source of the claims-ledger page: every claim, grouped by paper."""
+    """MyST source of the claims-ledger page: every claim, grouped by paper, in chapter order."""
     rank = {name: i for i, name in enumerate(order)}
-    records = sorted(records, key=lambda c: (rank.get(c.chapter, len(rank)), ))
+    records = sorted(records, key=lambda c: rank.get(c.chapter, len(rank)))
     n_fail = sum(c.verdict != "holds" for c in records)
     out = ["(claims-ledger)=", "# Claims ledger", "",
            f"Every checkable statement the chapters make, as recorded when the book was last executed: "
@@ -239,18 +247,22 @@ def ledger_page(records: list[claims_module.Claim], order: list[str]) -> str:
            "*holds-as-corrected* (true once corrected). *Evidence* is what the chapter measured. A chapter whose "
            "computation stops confirming a verdict fails to run, so every claim below was checked by the run that "
            "built this page.", ""]
-    papers = sorted({c.paper for c in records}, key=lambda p: (p not in PAPERS, list(PAPERS).index(p)
-                                                                if p in PAPERS else 0, p))
+    papers = sorted({c.paper for c in records},
+                    key=lambda p: (p not in PAPERS, list(PAPERS).index(p) if p in PAPERS else 0, p))
     for paper in papers:
         mine = [c for c in records if c.paper == paper]
-        out += [f"## {PAPERS.get(paper, paper)}", "",
-                "| claim | where | statement | verdict | evidence | chapter |",
-                "|---|---|---|---|---|---|"]
+        counts = {v: sum(c.verdict == v for c in mine) for v in claims_module.VERDICTS}
+        summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+        out += [f"## {PAPERS.get(paper, paper)}", "", f"{len(mine)} claims: {summary}.", ""]
         for c in mine:
-            verdict = c.verdict + ("" if c.passed else " (NOT CONFIRMED)")
-            out.append(f"| {_md(c.id)} | {_md(c.where)} | {_md(c.statement)} | {verdict} | {_md(c.evidence)} | "
-                       f"{_chapter_link(c.chapter)} |")
-        out.append("")
+            verdict = c.verdict if c.passed else f"{c.verdict}, NOT CONFIRMED"
+            where = f" · {_md(c.where)}" if c.where else ""
+            out += [f"**{_md(c.id)}**{where} · *{verdict}* · {_chapter_link(c.chapter)}",
+                    f": {_md(c.statement)}", ""]
+            if c.correction:
+                out += [f"  *What holds:* {_md(c.correction)}", ""]
+            if c.evidence:
+                out += [f"  *Evidence:* {_md(c.evidence)}", ""]
     if not records:
         out.append("No claims were recorded: run `calib book run` first.")
     return "\n".join(out) + "\n"
