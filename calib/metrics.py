@@ -32,6 +32,7 @@ Conventions shared by the binned metrics (the peer libraries differ on each; see
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,23 +40,29 @@ import numpy as np
 from calib._validate import (
     as_float_array,
     as_probs_labels_top,
+    as_scores,
     check_choice,
     check_int,
     check_length,
 )
 
 __all__ = [
+    "CSFS",
     "Reliability",
+    "RiskCoverage",
     "accuracy",
     "adaptive_ece",
     "aurc",
     "brier",
     "classwise_ece",
+    "confidence_range",
+    "confidence_score",
     "ece",
     "ks_error",
     "mce",
     "nll",
     "reliability",
+    "risk_coverage_curve",
 ]
 
 BINNINGS = ("uniform", "quantile")
@@ -328,7 +335,9 @@ def classwise_ece(probs, labels, n_bins: int = 15, binning: str = "uniform", nor
 
     For "l2" it is :math:`(\frac1K \sum_k \sum_b \frac{n_{kb}}{N} |\mathrm{acc}_{kb} -
     \mathrm{conf}_{kb}|^2)^{1/2}`, the binned :math:`\mathrm{cwECE}_\rho` with :math:`\rho = 2`
-    (Zhou et al. 2025, Def. 3.7); for "max", the largest gap over all classes and non-empty bins.
+    (Zhou et al. 2025, Def. 3.7); for "max", the largest gap over all classes and non-empty bins. A number
+    :math:`\rho \ge 1` gives the binned :math:`\mathrm{cwECE}_\rho` for that :math:`\rho` (the mean over
+    classes inside the root, as Def. 3.7): ``norm=1`` is "l1" and ``norm=2`` is "l2".
 
     Parameters
     ----------
@@ -339,7 +348,7 @@ def classwise_ece(probs, labels, n_bins: int = 15, binning: str = "uniform", nor
         As for :func:`ece`, per class: a probability of exactly 0 is in the first equal-width bin;
         equal-mass bins cut each column separately (tied probabilities count with the mean outcome of
         their group).
-    norm : {"l1", "l2", "max"}, default "l1"
+    norm : {"l1", "l2", "max"} or float >= 1, default "l1"
 
     Returns
     -------
@@ -355,7 +364,8 @@ def classwise_ece(probs, labels, n_bins: int = 15, binning: str = "uniform", nor
     netcal have no class-wise ECE; Kumar et al.'s ``get_calibration_error(mode="marginal")`` uses
     equal-mass bins, p = 2 and a debiased estimator by default.
     """
-    n_bins = _check_binning_args(n_bins, binning, norm)
+    rho = _as_rho(norm)
+    n_bins = _check_binning_args(n_bins, binning, norm if rho is None else None)
     p, y, _, _ = as_probs_labels_top(probs, labels)
     n, k = p.shape
     if binning == "uniform":
@@ -364,11 +374,22 @@ def classwise_ece(probs, labels, n_bins: int = 15, binning: str = "uniform", nor
         counts, conf_sum, hits = _classwise_quantile(p, y, n_bins)
     full = counts > 0
     diff = hits[full] - conf_sum[full]  # n_kb (acc_kb - conf_kb)
+    if rho is not None:  # sum_b n_kb/N |diff/n_kb|^rho
+        return float(((np.abs(diff) ** rho / counts[full] ** (rho - 1)).sum() / (n * k)) ** (1 / rho))
     if norm == "l1":
         return float(np.abs(diff).sum() / (n * k))
     if norm == "l2":
         return float(np.sqrt((diff * diff / counts[full]).sum() / (n * k)))
     return float(np.max(np.abs(diff) / counts[full]))
+
+
+def _as_rho(norm):
+    """None for a norm name; a float rho >= 1 for a number (raising otherwise)."""
+    if isinstance(norm, str):
+        return None
+    if isinstance(norm, bool) or not isinstance(norm, numbers.Real) or not np.isfinite(norm) or norm < 1:
+        raise ValueError(f"norm must be one of {', '.join(map(repr, NORMS))} or a number rho >= 1; got {norm!r}.")
+    return float(norm)
 
 
 def _classwise_uniform(p: np.ndarray, y: np.ndarray, n_bins: int):
@@ -602,46 +623,196 @@ def ks_error(probs, labels) -> float:
     return float(np.max(np.abs(walk[ends])))
 
 
-def aurc(probs, labels, confidence=None) -> float:
-    r"""Area under the risk-coverage curve for the 0/1 loss (Geifman et al. 2019; Zhou et al. 2025, Def. 3.3).
+def aurc(probs, labels, confidence=None, loss=None) -> float:
+    r"""Area under the risk-coverage curve (Geifman et al. 2019; Zhou et al. 2025, Def. 3.3).
 
-    Samples are sorted by confidence, highest first; the selective risk at coverage i/N is the error rate
+    Samples are sorted by confidence, highest first; the selective risk at coverage i/N is the mean loss
     of the first i, and the AURC is their mean:
 
     .. math:: \mathrm{AURC} = \frac1N \sum_{i=1}^N \frac1i \sum_{j \le i} \ell_{(j)}
               = \frac1N \sum_i \ell_i (H_N - H_{r_i - 1}),
 
     where :math:`r_i` is the descending rank and :math:`H` the harmonic numbers (Zhou et al. 2025, the
-    reweighted-risk form). Ties: every sample of a group of equal confidences gets the group's mean loss.
-    As the AURC is linear in the sorted losses, this is exactly the mean AURC over all orders of the
-    tied samples (random tie-breaking), and it does not depend on the order of the rows; a stable sort
-    would instead reward or penalise the input order.
+    reweighted-risk form; its population limit is :math:`-\mathbb E[\ln(1 - G(x))\,\ell]`). Ties: every
+    sample of a group of equal confidences gets the group's mean loss. As the AURC is linear in the sorted
+    losses, this is exactly the mean AURC over all orders of the tied samples (random tie-breaking), and it
+    does not depend on the order of the rows; a stable sort would instead reward or penalise the input
+    order. :func:`risk_coverage_curve` returns the whole curve; this is the mean of its ``risk``.
 
     Parameters
     ----------
     probs : array_like or torch.Tensor, shape (N, K)
     labels : array_like or torch.Tensor, shape (N,)
-    confidence : array_like or torch.Tensor, shape (N,), optional
-        Confidence score, any finite real with higher meaning more confident. Default: the maximum
-        softmax probability (MSP) of ``probs``.
+    confidence : str, array_like or torch.Tensor of shape (N,), optional
+        The confidence score function (CSF) g: a name from :data:`CSFS` (computed from ``probs`` by
+        :func:`confidence_score`), or the scores themselves, any finite reals with higher meaning more
+        confident. Default: the maximum softmax probability (MSP) of ``probs``.
+    loss : array_like or torch.Tensor, shape (N,), optional
+        Per-sample loss :math:`\ell_i` (finite). Default: the 0/1 error of the argmax of ``probs`` (first
+        maximum on ties), the usual selective-classification AURC.
 
     Returns
     -------
     float
-        In [0, 1]; lower is better. The loss is the 0/1 error of the argmax of ``probs``.
+        Lower is better; in [0, 1] for the 0/1 loss.
     """
-    _, y, pred, conf = as_probs_labels_top(probs, labels)
+    return float(_selective(probs, labels, confidence, loss, with_weights=False)[1].mean())
+
+
+# ----------------------------------------------------------------------------------------------------------
+# selective classification: confidence score functions and the risk-coverage curve (Zhou et al. 2025)
+# ----------------------------------------------------------------------------------------------------------
+
+#: The confidence score functions (CSFs) of :func:`confidence_score`. The first three are Zhou et al. (2025),
+#: App. Table 1 (negative entropy written correctly, on probabilities); "neg_gini" is the negative Gini
+#: impurity of the anchor code (han678/AsymptoticAURC).
+CSFS = ("msp", "margin", "negative_entropy", "neg_gini")
+
+
+def _csf(p: np.ndarray, kind: str, conf: np.ndarray) -> np.ndarray:
+    """The CSF ``kind`` of checked float64 probabilities ``p`` whose row maxima are ``conf``."""
+    if kind == "msp":
+        return conf.copy()
+    if kind == "margin":
+        if p.shape[1] == 2:
+            return np.abs(p[:, 0] - p[:, 1])
+        top2 = -np.partition(-p, 1, axis=1)[:, :2]
+        return top2[:, 0] - top2[:, 1]
+    if kind == "negative_entropy":
+        logp = np.zeros_like(p)
+        np.log(p, out=logp, where=p > 0)  # 0 log 0 = 0
+        return np.einsum("nk,nk->n", p, logp)
+    return np.einsum("nk,nk->n", p, p) - 1.0  # neg_gini
+
+
+def confidence_range(kind: str, n_classes: int) -> tuple[float, float]:
+    """The range [lo, hi] that the CSF ``kind`` takes on the simplex with ``n_classes`` classes.
+
+    MSP: [1/K, 1]; margin: [0, 1]; negative entropy: [-ln K, 0]; negative Gini impurity: [1/K - 1, 0]. Zhou et
+    al. (2025) do not state the bin edges of their smoothed CDF (Eqs. 13-15) for any CSF; equal-width bins on
+    this range are the book's choice (:func:`calib.losses.au_weights`).
+    """
+    check_choice(kind, "kind", CSFS)
+    k = check_int(n_classes, "n_classes", minimum=2)
+    return {"msp": (1.0 / k, 1.0), "margin": (0.0, 1.0), "negative_entropy": (-float(np.log(k)), 0.0),
+            "neg_gini": (1.0 / k - 1.0, 0.0)}[kind]
+
+
+def confidence_score(probs, kind: str = "msp") -> np.ndarray:
+    r"""A confidence score function (CSF) g(p) of each row of ``probs``: higher means more confident.
+
+    Zhou et al. (2025), App. Table 1, with the negative entropy corrected:
+
+    - ``"msp"``, maximum softmax probability (Hendrycks & Gimpel): :math:`g(\mathbf p) = \max_i p_i`, in [1/K, 1];
+    - ``"margin"``, softmax margin: :math:`g(\mathbf p) = p_{(1)} - p_{(2)}`, the largest minus the second
+      largest probability, in [0, 1];
+    - ``"negative_entropy"``: :math:`g(\mathbf p) = \sum_i p_i \log p_i` (with :math:`0 \log 0 = 0`), in
+      :math:`[-\ln K, 0]`. The paper's table writes :math:`\sum_i z_i \log z_i` on the *logits* z, which is
+      undefined for a negative logit (NaN for z = (2, -1, 0.5)); its citation (Liu et al. 2020) is the
+      energy score :math:`T \log \sum_i e^{z_i / T}`, a different CSF.
+    - ``"neg_gini"``, negative Gini impurity: :math:`g(\mathbf p) = \sum_i p_i^2 - 1`, in [1/K - 1, 0].
+
+    Parameters
+    ----------
+    probs : array_like or torch.Tensor, shape (N, K)
+        Rows on the simplex.
+    kind : {"msp", "margin", "negative_entropy", "neg_gini"}, default "msp"
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (N,)
+    """
+    check_choice(kind, "kind", CSFS)
+    p = as_scores(probs, "probs", kind="probs")
+    return _csf(p, kind, p.max(axis=1))
+
+
+@dataclass(frozen=True)
+class RiskCoverage:
+    """The empirical risk-coverage curve of a selective classifier (see :func:`risk_coverage_curve`).
+
+    Attributes
+    ----------
+    coverage : ndarray, shape (N,)
+        i / N for i = 1..N: the share of samples accepted.
+    risk : ndarray, shape (N,)
+        The selective risk at that coverage (Zhou et al. 2025, Eq. 5, empirical): the mean loss of the i
+        most confident samples, tied samples counting with their group's mean loss.
+    threshold : ndarray, shape (N,)
+        The i-th largest confidence, the threshold tau that accepts them (Eq. 4: accept if g(x) >= tau).
+    weights : ndarray, shape (N,)
+        The AURC weight of each sample, in the input order: :math:`H_N - H_{r_i - 1}` for descending rank
+        :math:`r_i`, averaged over a group of tied confidences, so that ``mean(weights * loss) == mean(risk)``
+        (the reweighted-risk form of the AURC). The weights average to 1.
+    """
+
+    coverage: np.ndarray
+    risk: np.ndarray
+    threshold: np.ndarray
+    weights: np.ndarray
+
+
+def risk_coverage_curve(probs, labels, confidence=None, loss=None) -> RiskCoverage:
+    r"""The selective risk at every coverage i/N, sorting by a confidence score (Geifman et al. 2019).
+
+    Parameters and tie rule as :func:`aurc` (whose value is ``risk.mean()``): samples are sorted by
+    confidence, highest first, and each group of equal confidences contributes its mean loss at every
+    position it occupies, which is the curve averaged over the orders of the tied samples.
+
+    Parameters
+    ----------
+    probs : array_like or torch.Tensor, shape (N, K)
+    labels : array_like or torch.Tensor, shape (N,)
+    confidence : str, array_like or torch.Tensor of shape (N,), optional
+        A CSF name from :data:`CSFS` or the scores; default MSP.
+    loss : array_like or torch.Tensor, shape (N,), optional
+        Per-sample loss; default the 0/1 error of the argmax.
+
+    Returns
+    -------
+    RiskCoverage
+
+    Notes
+    -----
+    The weights come from the identity :math:`\frac1N\sum_{i}\frac1i\sum_{j\le i}\ell_{(j)} =
+    \frac1N\sum_j \ell_{(j)} \sum_{i \ge j} \frac1i` (exchange the sums), which is exact for every N; the
+    :math:`-\ln(1 - G)` weight of Zhou et al. (2025, Def. 3.3) is its large-N limit. One sort, O(N log N).
+    """
+    coverage, risk, threshold, weights = _selective(probs, labels, confidence, loss, with_weights=True)
+    arrays = [coverage, risk, threshold, weights]
+    for a in arrays:
+        a.flags.writeable = False
+    return RiskCoverage(*arrays)
+
+
+def _selective(probs, labels, confidence, loss, with_weights: bool):
+    """Coverage, selective risk, thresholds and (optionally) AURC weights; see :func:`risk_coverage_curve`."""
+    p, y, pred, conf = as_probs_labels_top(probs, labels)
     n = conf.shape[0]
     if confidence is None:
         score = conf
+    elif isinstance(confidence, str):
+        check_choice(confidence, "confidence", CSFS)
+        score = _csf(p, confidence, conf)
     else:
         score = as_float_array(confidence, "confidence", ndim=1)
         check_length(score, n, "confidence")
-    loss = (pred != y).astype(np.float64)
+    if loss is None:
+        ell = (pred != y).astype(np.float64)
+    else:
+        ell = as_float_array(loss, "loss", ndim=1)
+        check_length(ell, n, "loss")
     order = np.argsort(score)[::-1]  # any order inside a tie: tied losses are replaced by their mean
-    s, loss = score[order], loss[order]
+    s, ell = score[order], ell[order]
     starts = np.flatnonzero(np.concatenate([[True], s[1:] != s[:-1]]))
     sizes = np.diff(np.append(starts, n))
-    loss = np.repeat(np.add.reduceat(loss, starts) / sizes, sizes)
-    risk = np.cumsum(loss) / np.arange(1, n + 1)
-    return float(risk.mean())
+    ell = np.repeat(np.add.reduceat(ell, starts) / sizes, sizes)
+    positions = np.arange(1, n + 1)
+    risk = np.cumsum(ell) / positions
+    if not with_weights:
+        return None, risk, None, None
+    tail = np.cumsum((1.0 / positions)[::-1])[::-1]  # H_N - H_{r-1} at descending rank r
+    tail = np.repeat(np.add.reduceat(tail, starts) / sizes, sizes)
+    weights = np.empty(n)
+    weights[order] = tail
+    return positions / n, risk, s, weights
