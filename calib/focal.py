@@ -27,7 +27,13 @@ Contents, by the paper result they implement (Mukhoti et al. 2020 unless said ot
   :func:`focal_map`; the over-confidence threshold tau_oc of Thm. 8 (tau_uc is :func:`threshold`):
   :func:`tau_oc`; log h^gamma (Eq. 13): :func:`log_focal_weight`; and a direct minimiser of the focal risk
   that checks Thm. 11 and :func:`focal_optimal_prediction` (which is the inverse of Psi^gamma):
-  :func:`minimise_focal_risk`.
+  :func:`minimise_focal_risk`;
+- Komisarenko & Kull (2024): the binary focal calibration map on logits, logit FC(s) = (gamma+1) s - log
+  f_gamma(s) (Prop. 3, App. A.3): :func:`focal_calibration_logit`, :func:`log_f_gamma`,
+  :func:`effective_inverse_temperature`; the temperature-scaling bounds of Prop. 3 as corrected, and the sharp
+  band: :func:`ts_bounds`; the closest temperature by the paper's minimax criterion (Figs. 2, 5-7) and the
+  distance it minimises: :func:`closest_temperature`, :func:`ts_distance`; the top-label change of Prop. 5:
+  :func:`top_label_gain`.
 
 Later sections (the focal calibration map, temperature bounds) build on the same private helpers
 (:func:`_log_gradient_factor`, the logit-space forms and :func:`_solve_increasing`).
@@ -43,7 +49,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit, lambertw, xlogy
 
-from calib._validate import as_float_array, as_scores, check_finite, to_numpy
+from calib._validate import as_float_array, as_scores, check_finite, check_int, check_positive, to_numpy
 
 __all__ = [
     "gradient_factor", "gradient_factor_dp", "threshold", "gamma_star", "lambert_gamma", "lambert_argument",
@@ -1095,3 +1101,363 @@ def log_focal_weight(p, gamma):
     gamma = _as_gamma(gamma)
     p, gamma = np.broadcast_arrays(p, gamma)
     return _scalar_or_array(np.log(p) - _log_gradient_factor(p, gamma))
+
+
+# ====================================================================================================
+# Komisarenko & Kull (2024): the binary focal calibration map on logits, FC(s) = p_hat(sigmoid(s)), its
+# temperature-scaling bounds (Prop. 3, corrected), the closest temperature by the paper's minimax criterion
+# (binary and multiclass, Figs. 2 and 6), and the top-label change of Prop. 5. The multiclass map itself is
+# `focal_map` above (Eq. 1 of the paper is Charoenphakdee et al.'s Psi^gamma); nothing here re-implements it.
+# ====================================================================================================
+
+__all__ += ["log_f_gamma", "focal_calibration_logit", "effective_inverse_temperature", "ts_bounds",
+            "closest_temperature", "ts_distance", "top_label_gain"]
+
+
+def _as_map_gammas(gamma, name: str = "gamma") -> np.ndarray:
+    """gamma as a float array, every value > -1 (the domain of the focal calibration map)."""
+    arr = as_float_array(gamma, name)
+    if np.any(arr <= -1):
+        bad = arr[arr <= -1].ravel()[0]
+        raise ValueError(f"{name} must be > -1; found {bad!r}. For gamma <= -1 the factor 1 + gamma r of g changes "
+                         f"sign, so p / g(p, gamma) is not a probability weight (Komisarenko & Kull 2024, Sec. 4.2 "
+                         f"use gamma in (-1, 0)).")
+    return arr
+
+
+def log_f_gamma(s, gamma):
+    r"""log f_gamma(s), the factor that separates focal calibration from temperature scaling (App. A.3).
+
+    Komisarenko & Kull (2024), Prop. 3 and App. A.3: ``FC(s) = 1 / (1 + exp(-(gamma+1) s) f_gamma(s))`` with
+
+    ``f_gamma(s) = (gamma e^s log(1 + e^-s) + 1) / (1 + gamma e^-s log(1 + e^s))``.
+
+    Since ``e^s log(1 + e^-s) = r(sigmoid(s))`` with ``r(p) = -p log p / (1 - p)`` (the factor of
+    :func:`gradient_factor`, ``g = (1-p)^gamma (1 + gamma r)``), it is computed as
+    ``log1p(gamma r(s)) - log1p(gamma r(-s))``, accurate for every finite s.
+
+    Parameters
+    ----------
+    s : array_like
+        Logits (finite).
+    gamma : array_like
+        Focal parameters, > -1; broadcasts against ``s``.
+
+    Returns
+    -------
+    numpy.ndarray or numpy.float64
+        log f_gamma(s): odd in s (exactly, as computed), 0 at s = 0, increasing for gamma > 0, tending to
+        +-log(gamma + 1) as s -> +-inf.
+    """
+    s = as_float_array(s, "s")
+    gamma = _as_map_gammas(gamma)
+    s, gamma = np.broadcast_arrays(s, gamma)
+    a = np.abs(s)                                 # log f is odd: evaluate at |s| so that the result is exactly odd
+    return _scalar_or_array(np.sign(s) * (np.log1p(gamma * _r_of_logit(a)) - np.log1p(gamma * _r_of_logit(-a))))
+
+
+def focal_calibration_logit(s, gamma):
+    r"""logit FC(s): the binary focal calibration map on logits, ``(gamma + 1) s - log f_gamma(s)``.
+
+    ``FC(s) = p_hat_gamma(sigmoid(s))`` (Komisarenko & Kull 2024, Prop. 3), where p_hat_gamma is the binary
+    focal calibration map of Prop. 2, ``p_hat(q) = 1 / (1 + ((1-q)/q)^gamma ((1-q) - gamma q log q) /
+    (q - gamma (1-q) log(1-q)))``. It is the two-class case of :func:`focal_map`:
+    ``focal_map([[s, 0]], gamma)[0, 0] == expit(focal_calibration_logit(s, gamma))``. Returning the logit
+    (the inventory's algorithm A1) keeps the map exact where FC(s) rounds to 1 (``|s| > 37 / (gamma + 1)``
+    in float64).
+
+    Parameters
+    ----------
+    s : array_like
+        Logits (finite).
+    gamma : array_like
+        Focal parameters, > -1 (gamma = 0 gives the identity); broadcasts against ``s``.
+
+    Returns
+    -------
+    numpy.ndarray or numpy.float64
+        The logit of FC(s); odd in s (``FC(-s) = 1 - FC(s)``).
+    """
+    s = as_float_array(s, "s")
+    gamma = _as_map_gammas(gamma)
+    s, gamma = np.broadcast_arrays(s, gamma)
+    return _scalar_or_array((gamma + 1) * s - log_f_gamma(s, gamma))
+
+
+def effective_inverse_temperature(s, gamma):
+    r"""beta(s) = logit FC(s) / s: the inverse temperature of the TS map that agrees with FC at the logit s.
+
+    ``beta(s) = gamma + 1 - log f_gamma(s) / s`` (Komisarenko & Kull 2024, App. A.3), even in s, with the limit
+    ``beta(0) = gamma + 1 - gamma (2 log 2 - 1) / (1 + gamma log 2)`` (the slope f'_gamma(0); the book's
+    derivation, :func:`calib.symbolic.focal_calibration_on_logits`). Prop. 3, corrected, says
+    ``gamma + 1 - log(gamma + 1) / 2 < beta(s) < gamma + 1`` for gamma > 0 and s != 0.
+
+    Parameters
+    ----------
+    s : array_like
+        Logits; s = 0 returns the limit.
+    gamma : array_like
+        Focal parameters, > -1; broadcasts against ``s``.
+
+    Notes
+    -----
+    For 0 < |s| << 1 the quotient loses relative precision like eps / |s| (about 1e-13 at |s| = 1e-3).
+    """
+    s = as_float_array(s, "s")
+    gamma = _as_map_gammas(gamma)
+    s, gamma = np.broadcast_arrays(s, gamma)
+    log2 = np.log(2.0)
+    at_zero = gamma + 1 - gamma * (2 * log2 - 1) / (1 + gamma * log2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = gamma + 1 - log_f_gamma(s, gamma) / s
+    return _scalar_or_array(np.where(s == 0, at_zero, out))
+
+
+def _min_beta(gammas: np.ndarray, s_max: float = 12.0, step: float = 0.005) -> np.ndarray:
+    """min over s > 0 of beta(s) for each gamma: a grid search refined by golden-section search."""
+    s = np.arange(0.0, s_max + step / 2, step)
+    beta = effective_inverse_temperature(s[None, :], gammas[:, None])
+    i = np.argmin(beta, axis=1)
+    lo = s[np.maximum(i - 1, 0)]
+    hi = s[np.minimum(i + 1, s.size - 1)]
+    ratio = (np.sqrt(5.0) - 1) / 2
+    a, b = lo.copy(), hi.copy()
+    c, d = b - ratio * (b - a), a + ratio * (b - a)
+    fc, fd = effective_inverse_temperature(c, gammas), effective_inverse_temperature(d, gammas)
+    for _ in range(60):
+        left = fc < fd
+        b = np.where(left, d, b)
+        a = np.where(left, a, c)
+        c_new = b - ratio * (b - a)
+        d_new = a + ratio * (b - a)
+        c, d = c_new, d_new
+        fc, fd = effective_inverse_temperature(c, gammas), effective_inverse_temperature(d, gammas)
+    # a grid minimum at s = 0 is the minimum (beta is even and smooth); refining there would only measure the
+    # rounding of log f(s) / s, which grows like eps / s
+    return np.where(i == 0, beta[:, 0], np.minimum(np.minimum(fc, fd), beta.min(axis=1)))
+
+
+def ts_bounds(gamma, sharp: bool = False):
+    r"""The temperatures between whose TS maps the binary focal calibration map lies: (T_low, T_high).
+
+    Komisarenko & Kull (2024), Prop. 3, **as corrected** (the printed display has the exponents inverted,
+    -s / (gamma + 1), i.e. T = gamma + 1, and the order reversed; the abstract's "1/T = gamma + 1 and
+    1/T = gamma + 1 - log(gamma + 1)/2" is right). With ``c = log(gamma + 1) / 2``, for gamma > 0:
+
+    - ``s > 0``: sigmoid(s / T_high) < FC(s) < sigmoid(s / T_low);
+    - ``s < 0``: sigmoid(s / T_low) < FC(s) < sigmoid(s / T_high);
+    - FC(0) = 1/2,
+
+    where ``T_low = 1 / (gamma + 1)`` and ``T_high = 1 / (gamma + 1 - c)``. Equivalently the effective inverse
+    temperature :func:`effective_inverse_temperature` stays in ``(1/T_high, 1/T_low)``.
+
+    Parameters
+    ----------
+    gamma : array_like
+        Focal parameters, >= 0 (gamma = 0 gives (1, 1): FC is the identity).
+    sharp : bool
+        False: the closed forms above. True: the tightest band, ``T_low = 1 / (gamma + 1)`` (the supremum of
+        beta, approached as |s| -> inf, never attained) and ``T_high = 1 / min_s beta(s)``, found numerically;
+        for gamma <= 5 the minimum is at s = 0, so ``T_high = 1 / beta(0)`` in closed form.
+
+    Returns
+    -------
+    (T_low, T_high) : tuple of numpy.ndarray or numpy.float64
+        ``T_low <= T_high``, each shaped like ``gamma``.
+    """
+    gamma = _as_gamma(gamma, why="Prop. 3 is stated for gamma > 0 (at gamma = 0, FC is the identity, T = 1).")
+    low = 1.0 / (gamma + 1.0)
+    if not sharp:
+        high = 1.0 / (gamma + 1.0 - 0.5 * np.log1p(gamma))
+    else:
+        flat = gamma.ravel()
+        high = (1.0 / _min_beta(flat)).reshape(gamma.shape)
+    return _scalar_or_array(low), _scalar_or_array(high)
+
+
+#: Default grids of the closest-temperature search: (logit range R, step), by number of classes.
+#: Binary: s in [0, 20] step 0.001 (the inventory's algorithm A3). Three classes: logits in (-5, 5), step
+#: 0.01, as Sec. 3.3 states, i.e. sorted differences 0 >= d_2 >= d_3 > -10. Four or more: the paper gives no
+#: grid; step 0.1 (the inventory's choice).
+CLOSEST_T_GRIDS = {2: (20.0, 0.001), 3: (10.0, 0.01)}
+CLOSEST_T_GRID_MANY = (10.0, 0.1)
+
+
+def _sorted_logit_grid(n_classes: int, logit_range: float, step: float) -> np.ndarray:
+    """Rows (0, d_2, ..., d_n) with 0 >= d_2 >= ... >= d_n > -logit_range on a grid of the given step.
+
+    Both maps are permutation-equivariant and shift-invariant, so the maximum difference over all logit vectors
+    with pairwise differences below ``logit_range`` is its maximum over these sorted rows.
+    """
+    m = int(np.floor(logit_range / step + 1e-9))
+    ticks = -step * np.arange(m + 1)
+    ticks = ticks[ticks > -logit_range + 1e-12 * logit_range] if n_classes > 2 else ticks
+    rows = ticks[:, None]
+    for _ in range(n_classes - 2):            # append d_{k+1} <= d_k
+        k = len(ticks)
+        idx_prev = np.rint(-rows[:, -1] / step).astype(int)
+        counts = k - idx_prev
+        start = np.repeat(idx_prev, counts)
+        offs = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+        rows = np.column_stack([np.repeat(rows, counts, axis=0), ticks[start + offs]])
+    return np.column_stack([np.zeros(len(rows)), rows])
+
+
+def _max_ts_error(rows: np.ndarray, target: np.ndarray, beta: float) -> float:
+    if rows.shape[1] == 2:                   # rows (0, d): class 0 gets sigmoid(-beta d); class 1 mirrors it
+        return float(np.max(np.abs(expit(rows[:, 1] * -beta) - target[:, 0])))
+    z = rows * beta
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    e /= e.sum(axis=1, keepdims=True)
+    return float(np.max(np.abs(e - target)))
+
+
+def _grid_settings(n_classes, logit_range, step):
+    n_classes = check_int(n_classes, "n_classes", minimum=2)
+    default_r, default_h = CLOSEST_T_GRIDS.get(n_classes, CLOSEST_T_GRID_MANY)
+    logit_range = default_r if logit_range is None else check_positive(logit_range, "logit_range")
+    step = default_h if step is None else check_positive(step, "step")
+    if step >= logit_range:
+        raise ValueError(f"step ({step}) must be smaller than logit_range ({logit_range}); use e.g. step = "
+                         f"logit_range / 100.")
+    n_rows = (logit_range / step) ** (n_classes - 1) / np.prod(np.arange(1, n_classes))
+    if n_rows > 2e7:
+        raise ValueError(f"the grid would hold about {n_rows:.2g} logit vectors; pass a larger step (or a smaller "
+                         f"logit_range) for n_classes = {n_classes}.")
+    return _sorted_logit_grid(n_classes, logit_range, step)
+
+
+def ts_distance(gamma, temperature, n_classes: int = 2, *, logit_range: float | None = None,
+                step: float | None = None):
+    r"""The largest difference between the focal calibration map and the TS map with temperature T.
+
+    ``max_s max_j |p_hat_gamma(softmax(s))_j - softmax(s / T)_j|`` over the logit grid of
+    :func:`closest_temperature` (same defaults): the error that Komisarenko & Kull (2024) minimise over T
+    (Sec. 3.2, Fig. 2; Sec. 3.3, Figs. 6-7).
+
+    Parameters
+    ----------
+    gamma : array_like
+        Focal parameters, > -1.
+    temperature : array_like
+        Temperatures, > 0; broadcasts against ``gamma``.
+    n_classes, logit_range, step
+        As for :func:`closest_temperature`.
+
+    Returns
+    -------
+    numpy.ndarray or numpy.float64
+        The maximum absolute difference, shaped like the broadcast of ``gamma`` and ``temperature``.
+    """
+    gamma = _as_map_gammas(gamma)
+    temperature = as_float_array(temperature, "temperature")
+    if np.any(temperature <= 0):
+        raise ValueError("temperature must be > 0; pass positive temperatures.")
+    gamma, temperature = np.broadcast_arrays(gamma, temperature)
+    rows = _grid_settings(n_classes, logit_range, step)
+    out = np.empty(gamma.shape)
+    targets: dict[float, np.ndarray] = {}
+    for index in np.ndindex(gamma.shape):
+        gam = float(gamma[index])
+        if gam not in targets:
+            targets[gam] = focal_map(rows, gam)
+        out[index] = _max_ts_error(rows, targets[gam], 1.0 / float(temperature[index]))
+    return _scalar_or_array(out)
+
+
+def closest_temperature(gamma, n_classes: int = 2, *, logit_range: float | None = None, step: float | None = None,
+                        xtol: float = 1e-9):
+    r"""The temperature whose TS map is closest to the focal calibration map, by the paper's minimax criterion.
+
+    ``T*(gamma) = argmin_T  max_s max_j |p_hat_gamma(softmax(s))_j - softmax(s / T)_j|`` over a grid of logit
+    vectors s: Komisarenko & Kull (2024), Sec. 3.2 ("minimising the maximum absolute difference between
+    these calibration maps", Fig. 2) for two classes and Sec. 3.3 (Figs. 5-7) for three; the paper's
+    "1/T ~ 0.95 gamma + 0.85" (binary) and "0.64 gamma + 0.91" (three classes) are linear fits of 1/T*.
+
+    Parameters
+    ----------
+    gamma : array_like
+        Focal parameters, >= 0.
+    n_classes : int
+        Number of classes n >= 2.
+    logit_range : float, optional
+        Largest logit difference R on the grid (pairwise differences of the logits below R); defaults in
+        :data:`CLOSEST_T_GRIDS` (binary R = 20; three classes R = 10, the paper's logits in (-5, 5)).
+    step : float, optional
+        Grid step of the logit differences (defaults: 0.001 binary, 0.01 three classes, 0.1 for n >= 4).
+    xtol : float
+        Tolerance of the search in 1/T.
+
+    Returns
+    -------
+    temperature, max_error : numpy.ndarray or numpy.float64
+        T* and the attained maximum absolute difference, each shaped like ``gamma``.
+
+    Notes
+    -----
+    Both maps commute with permutations of the classes and ignore shifts of the logits, so the grid holds the
+    sorted rows ``0 >= d_2 >= ... >= d_n > -R`` only (a sixth of the three-class grid). The focal side is
+    :func:`focal_map`. The error is a maximum of smooth functions of beta = 1/T; it is minimised by a scan of
+    41 values of beta followed by golden-section search on the bracket around the best one. For two classes
+    the optimum lies in the band of :func:`ts_bounds` (a TS map outside it is farther from FC at every s), which
+    is where the scan looks; for n >= 3 the scan covers beta in [1/2, gamma + 2].
+    """
+    gamma = _as_gamma(gamma)
+    rows = _grid_settings(n_classes, logit_range, step)
+    flat = gamma.ravel()
+    temps, errors = np.empty_like(flat), np.empty_like(flat)
+    ratio = (np.sqrt(5.0) - 1) / 2
+    for i, gam in enumerate(flat):
+        if gam == 0:
+            temps[i], errors[i] = 1.0, 0.0
+            continue
+        target = focal_map(rows, float(gam))
+        if rows.shape[1] == 2:
+            lo, hi = gam + 1 - 0.5 * np.log1p(gam), gam + 1
+        else:
+            lo, hi = 0.5, gam + 2
+        scan = np.linspace(lo, hi, 41)
+        vals = np.array([_max_ts_error(rows, target, b) for b in scan])
+        j = int(np.argmin(vals))
+        a, b = scan[max(j - 1, 0)], scan[min(j + 1, len(scan) - 1)]
+        c, d = b - ratio * (b - a), a + ratio * (b - a)
+        fc, fd = _max_ts_error(rows, target, c), _max_ts_error(rows, target, d)
+        while b - a > xtol * max(1.0, b):
+            if fc < fd:
+                b, d, fd = d, c, fc
+                c = b - ratio * (b - a)
+                fc = _max_ts_error(rows, target, c)
+            else:
+                a, c, fc = c, d, fd
+                d = a + ratio * (b - a)
+                fd = _max_ts_error(rows, target, d)
+        best = min((fc, c), (fd, d), (vals[j], scan[j]))
+        errors[i], temps[i] = best[0], 1.0 / best[1]
+    return _scalar_or_array(temps.reshape(gamma.shape)), _scalar_or_array(errors.reshape(gamma.shape))
+
+
+def top_label_gain(logits, gamma):
+    r"""p_hat_j - q_j at the top class j: how much the focal calibration map raises the top-label confidence.
+
+    ``q = softmax(logits)``, ``p_hat = focal_map(logits, gamma)`` and j the argmax of q (first on ties).
+    Komisarenko & Kull (2024), Prop. 5, claim ``p_hat_j >= q_j`` for every q and gamma > 0; this is false for
+    n >= 4 classes (e.g. n = 10, gamma = 1, q = (0.13, 0.87/9, ..., 0.87/9) gives -6.0e-4). It holds when
+    ``q_j >= threshold(gamma)``, the p0 where Mukhoti et al.'s g(p0, gamma) = 1: then 1/g(q_j) >= 1 >= the
+    q-weighted mean of 1/g over the classes (the book's chapter 07).
+
+    Parameters
+    ----------
+    logits : array_like, shape (N, K)
+    gamma : float
+        Focal parameter, > -1.
+
+    Returns
+    -------
+    numpy.ndarray, shape (N,)
+    """
+    z = as_scores(logits, "logits", kind="logits")
+    top = np.argmax(z, axis=1)
+    rows = np.arange(z.shape[0])
+    q = np.exp(z - z.max(axis=1, keepdims=True))
+    q /= q.sum(axis=1, keepdims=True)
+    return focal_map(z, gamma)[rows, top] - q[rows, top]
