@@ -1,11 +1,17 @@
 """calib: calibration metrics, focal losses and post-hoc calibration, the library under the focal-calibration book.
 
-Modules (an import only goes downward; see DESIGN.md):
+Modules, in layers (an import only goes downward; DESIGN.md has the plan this follows):
 
-- layer 0: ``calib._validate`` (input checking), ``calib.symbolic`` (sympy derivations), ``calib.focal`` (the
-  focal family as numpy functions)
-- layer 1: ``calib.metrics`` (calibration and accuracy metrics)
-- layer 2: ``calib.posthoc`` (temperature scaling and friends)
+- layer 0: ``calib._validate`` (input checking), ``calib.symbolic`` (sympy derivations the chapters display),
+  ``calib.focal`` (the focal family as numpy functions: g, thresholds, gamma*, Psi^gamma, TS bounds)
+- layer 1: ``calib.metrics`` (calibration, accuracy and selective-classification metrics),
+  ``calib.soft_binning`` (soft bin membership, SB-ECE and soft uncertainty in numpy, Karandikar et al. 2021),
+  ``calib.losses`` (training losses in torch and the ``get_loss`` registry)
+- layer 2: ``calib.posthoc`` (temperature scaling, focal temperature scaling), ``calib.simulate`` (synthetic
+  calibrated and miscalibrated models, exact population errors), ``calib.data`` (datasets and loaders),
+  ``calib.models`` (networks)
+- layer 3: ``calib.train`` (training runs with diagnostics, checkpoints and resume), ``calib.selective``
+  (Zhou et al. 2025's selective-classification bounds and counterexamples, built on simulate and losses)
 - layer 4: ``calib.plots``, ``calib.claims``, ``calib.book``, ``calib.cli``
 
 Submodules are imported on demand (``import calib.metrics``), so that ``import calib`` stays cheap.
