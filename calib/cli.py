@@ -1,4 +1,4 @@
-"""The ``calib`` command: ``calib book run``, ``calib book build``."""
+"""The ``calib`` command: ``calib book run``, ``calib book build``, ``calib train``."""
 
 from __future__ import annotations
 
@@ -33,18 +33,73 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--keep-going", action="store_true", help="run the remaining chapters after a failure")
     build = book_commands.add_parser("build", help="render the executed chapters with jupyter-book")
     build.add_argument("--no-strict", action="store_true", help="do not turn Sphinx warnings into errors")
+    _add_train_parser(commands)
     return parser
+
+
+def _add_train_parser(commands) -> None:
+    """``calib train``: one training run (calib.train.Trainer) into a run directory."""
+    t = commands.add_parser(
+        "train", help="train one network (per-epoch diagnostics, checkpoints, --resume)",
+        description="Train a network with the recipe of Mukhoti et al. (2020) by default (SGD, momentum 0.9, "
+                    "weight decay 5e-4, batch 128, lr 0.1 divided by 10 at 150/350 and 250/350 of the run). "
+                    "Writes meta.json, history.json, logits.npz and checkpoint.pt into --out.")
+    t.add_argument("--data", required=True, help="dataset: fashion-mnist, cifar10, cifar100, svhn, digits, "
+                                                  "breast-cancer, linear-toy, gaussian-1d")
+    t.add_argument("--model", required=True, help="network, e.g. resnet20, resnet50, wrn-26-10, small-cnn, mlp")
+    t.add_argument("--loss", required=True, help="loss, e.g. ce, fl-3, flsd-53, flsc-531, brier, ls-0.05")
+    t.add_argument("--epochs", type=int, required=True)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--out", required=True, help="run directory")
+    t.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    t.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda")
+    t.add_argument("--lr", type=float, default=0.1)
+    t.add_argument("--momentum", type=float, default=0.9)
+    t.add_argument("--weight-decay", type=float, default=5e-4)
+    t.add_argument("--milestones", type=int, nargs="*", default=None,
+                   help="epochs after which the lr is multiplied by --lr-decay (default: 150/350 and 250/350 of --epochs)")
+    t.add_argument("--lr-decay", type=float, default=0.1)
+    t.add_argument("--batch-size", type=int, default=128)
+    t.add_argument("--augment", default=None,
+                   help="training augmentation: crop-flip, crop, flip or none (default: crop-flip for CIFAR and Fashion-MNIST, crop for SVHN, none otherwise)")
+    t.add_argument("--train-subset", type=int, default=None, help="keep the first N training samples")
+    t.add_argument("--val-subset", type=int, default=None)
+    t.add_argument("--test-subset", type=int, default=None)
+    t.add_argument("--pool", type=int, default=1, help="average-pool the images by this factor (2: 28x28 -> 14x14)")
+    t.add_argument("--grad-clip", type=float, default=None, help="clip the gradient norm (none by default)")
+    t.add_argument("--amp", action=argparse.BooleanOptionalAction, default=None,
+                   help="bf16 autocast (default: on for CUDA)")
+    t.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None,
+                   help="channels-last memory format (default: on for CUDA)")
+    t.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def _train(args) -> None:
+    from calib.train import TrainConfig, train
+
+    fields = {k: getattr(args, k) for k in ("data", "model", "loss", "epochs", "seed", "lr", "momentum",
+                                            "weight_decay", "milestones", "lr_decay", "batch_size", "augment",
+                                            "train_subset", "val_subset", "test_subset", "pool", "grad_clip", "amp",
+                                            "channels_last", "device")}
+    run = train(TrainConfig(**fields), args.out, resume=args.resume, progress=not args.no_progress)
+    last = run.epochs[-1] if run.epochs else {}
+    test = last.get("test", {})
+    print(f"calib: run in {run.out}: {run.meta.get('epochs_done')} epochs, test accuracy "
+          f"{test.get('accuracy', float('nan')):.4f}, test ECE {test.get('ece', float('nan')):.4f}, "
+          f"wall time {run.meta.get('wall_time_s')} s")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    root = book.repo_root()
     try:
+        root = book.repo_root() if args.command == "book" else None   # `calib train` runs anywhere
         if args.command == "book" and args.book_command == "run":
             params = {name: _parse_value(value) for name, value in args.parameter}
             book.run_book(root, profile=args.profile, only=args.only, parameters=params, keep_going=args.keep_going)
         elif args.command == "book" and args.book_command == "build":
             book.build_book(root, strict=not args.no_strict)
+        elif args.command == "train":
+            _train(args)
     except (book.ChapterError, ValueError, FileNotFoundError) as exc:
         print(f"calib: error: {exc}", file=sys.stderr)
         return 1

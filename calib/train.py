@@ -1,18 +1,54 @@
-"""Training a classifier: a minimal loop (full-batch or mini-batch, Adam or SGD) with a per-epoch loss history.
+"""Training: one run of a network on a dataset with per-epoch diagnostics, checkpoints and exact resume;
+full-batch gradient descent for the linear toy; and a minimal loop for the small chapters.
 
-This is the first version; checkpoints, resume and per-epoch diagnostics come with the training issue.
+- :func:`train` (and ``calib train``) runs the recipe of Mukhoti et al. (2020), App. D by default (SGD,
+  momentum 0.9, weight decay 5e-4 (their code), batch 128, learning rate 0.1 divided by 10 at 150/350 and
+  250/350 of the run) and writes a run directory (see :class:`Trainer`):
+
+  ``meta.json``      config, versions, device, git commit, wall time, ``finished``
+  ``history.json``   per-epoch diagnostics (:meth:`Trainer.diagnose`)
+  ``logits.npz``     ``val_logits``, ``val_labels``, ``test_logits``, ``test_labels`` of the final model
+  ``checkpoint.pt``  model, optimiser, scheduler and random states after the last finished epoch
+
+- :func:`load_run` reads a run directory back (the chapters read committed GPU runs from ``book/results``).
+- :func:`logistic_gradient_descent`: full-batch gradient descent on bias-free logistic regression with
+  cross-entropy or focal loss (Mukhoti et al. 2020, App. B), vectorised over several problems at once.
+- :func:`train_classifier`: a minimal loop (full-batch or mini-batch, Adam or SGD) returning the loss
+  history, for the chapters that train small models in memory.
 """
 
 from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import random
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from calib._validate import check_choice, check_int, check_positive, to_numpy
 
-__all__ = ["resolve_device", "train_classifier"]
+__all__ = ["resolve_device", "train_classifier", "TrainConfig", "Trainer", "Run", "train", "load_run",
+           "RunConfigError", "logistic_gradient_descent", "paper_milestones", "GRAD_NORM_EDGES"]
 
 OPTIMIZERS = ("adam", "sgd")
+AUGMENTATIONS = ("crop-flip", "crop", "flip", "none")
+#: Default augmentation by dataset: the CIFAR recipe (random crop with 4 pixels of padding and horizontal
+#: flip, Mukhoti et al. 2020, App. D) for natural images, crop only for digits in photographs (SVHN).
+DEFAULT_AUGMENT = {"cifar10": "crop-flip", "cifar100": "crop-flip", "fashion-mnist": "crop-flip", "svhn": "crop"}
+#: log10-spaced edges of the per-sample last-layer gradient-norm histograms (Fig. 4b-d); norms outside
+#: [1e-8, 1e2] are counted in the first or last bin.
+GRAD_NORM_EDGES = np.logspace(-8, 2, 61)
+_QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+#: Config fields that may differ between a run and its resumption (they do not change what is computed).
+_NON_IDENTITY = ("device", "progress")
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -24,6 +60,617 @@ def resolve_device(device: str = "auto") -> torch.device:
     except (RuntimeError, TypeError) as exc:
         raise ValueError(f"device={device!r} is not a torch device ({exc}); use 'auto', 'cpu' or 'cuda'.") from None
 
+
+def paper_milestones(epochs: int) -> tuple:
+    """The epochs after which the learning rate drops: Mukhoti et al.'s 150 and 250 of 350 (Sec. 3, App. D),
+    scaled to a run of ``epochs`` epochs (``round(150 E / 350)``, ``round(250 E / 350)``)."""
+    return tuple(sorted({max(1, round(150 * epochs / 350)), max(1, round(250 * epochs / 350))}))
+
+
+class RunConfigError(ValueError):
+    """A run directory holds a run of another configuration (or an unfinished one without ``resume``)."""
+
+
+@dataclass
+class TrainConfig:
+    """Everything that determines a training run (and so its results).
+
+    ``milestones=None`` means :func:`paper_milestones`; ``augment=None`` means :data:`DEFAULT_AUGMENT`
+    (none for datasets not listed); ``amp`` and ``channels_last`` (``None``: on for CUDA, off on the CPU)
+    are bf16 autocast for the training steps and the channels-last memory format. ``train_subset``,
+    ``val_subset`` and ``test_subset`` keep the first n samples of a split (:meth:`calib.data.Dataset.subset`);
+    ``pool`` average-pools the images by that factor (:meth:`calib.data.Dataset.pooled`; a CPU economy).
+    ``grad_clip`` is the max-norm of the gradient (the official code clips at 2 with a *summed* loss; the
+    paper does not mention it, and the book's losses are means, so none by default).
+    """
+
+    data: str
+    model: str
+    loss: str
+    epochs: int
+    seed: int = 0
+    lr: float = 0.1
+    momentum: float = 0.9
+    weight_decay: float = 5e-4
+    milestones: tuple | None = None
+    lr_decay: float = 0.1
+    batch_size: int = 128
+    augment: str | None = None
+    train_subset: int | None = None
+    val_subset: int | None = None
+    test_subset: int | None = None
+    pool: int = 1
+    grad_clip: float | None = None
+    amp: bool | None = None
+    channels_last: bool | None = None
+    device: str = "auto"
+
+    def resolved(self) -> "TrainConfig":
+        """A copy with the defaults that depend on the data and the device filled in, checked."""
+        from calib.data import DATASETS, dataset_names
+        from calib.losses import get_loss
+        from calib.models import check_model_name
+
+        get_loss(self.loss)                                   # unknown names list the valid ones
+        data = self.data.strip().lower() if isinstance(self.data, str) else self.data
+        if data not in DATASETS:
+            raise ValueError(f"unknown dataset {self.data!r}; choose from {dataset_names()}.")
+        model = check_model_name(self.model)
+        epochs = check_int(self.epochs, "epochs")
+        check_int(self.seed, "seed", minimum=0)
+        check_positive(self.lr, "lr")
+        check_positive(self.momentum, "momentum", allow_zero=True)
+        check_positive(self.weight_decay, "weight_decay", allow_zero=True)
+        check_positive(self.lr_decay, "lr_decay")
+        check_int(self.batch_size, "batch_size")
+        milestones = paper_milestones(epochs) if self.milestones is None else tuple(
+            check_int(m, "milestones") for m in self.milestones)
+        augment = self.augment if self.augment is not None else DEFAULT_AUGMENT.get(data, "none")
+        check_choice(augment, "augment", AUGMENTATIONS)
+        for name in ("train_subset", "val_subset", "test_subset"):
+            if getattr(self, name) is not None:
+                check_int(getattr(self, name), name)
+        check_int(self.pool, "pool")
+        if self.grad_clip is not None:
+            check_positive(self.grad_clip, "grad_clip")
+        cuda = resolve_device(self.device).type == "cuda"
+        amp = cuda if self.amp is None else bool(self.amp)
+        channels_last = cuda if self.channels_last is None else bool(self.channels_last)
+        return dataclasses.replace(self, data=data, model=model, loss=self.loss.strip().lower(),
+                                   milestones=milestones, augment=augment, amp=amp, channels_last=channels_last)
+
+    def identity(self) -> dict:
+        """The fields that must agree for two runs to be the same run."""
+        d = dataclasses.asdict(self)
+        d["milestones"] = list(d["milestones"]) if d["milestones"] is not None else None
+        return {k: v for k, v in d.items() if k not in _NON_IDENTITY}
+
+
+@dataclass
+class Run:
+    """A run directory read back: its config, metadata and history; :meth:`logits` loads ``logits.npz``."""
+
+    out: Path
+    meta: dict
+    history: dict
+    config: dict = field(default_factory=dict)
+
+    @property
+    def finished(self) -> bool:
+        return bool(self.meta.get("finished"))
+
+    @property
+    def epochs(self) -> list:
+        """The per-epoch records of ``history.json``."""
+        return self.history.get("epochs", [])
+
+    def series(self, *keys) -> np.ndarray:
+        """One diagnostic over the epochs, e.g. ``run.series("test", "nll_wrong")`` (None becomes NaN)."""
+        out = []
+        for rec in self.epochs:
+            value = rec
+            for k in keys:
+                value = value[k]
+            out.append(np.nan if value is None else value)
+        return np.asarray(out, dtype=np.float64)
+
+    def logits(self) -> dict:
+        """``val_logits``, ``val_labels``, ``test_logits``, ``test_labels`` (numpy arrays)."""
+        with np.load(self.out / "logits.npz") as f:
+            return {k: f[k] for k in f.files}
+
+
+def load_run(out) -> Run:
+    """Read the run directory ``out`` (``meta.json`` and ``history.json``)."""
+    out = Path(out)
+    if not (out / "meta.json").is_file():
+        raise FileNotFoundError(f"{out} holds no run (no meta.json); train one with `calib train ... --out {out}`.")
+    meta = json.loads((out / "meta.json").read_text())
+    history = json.loads((out / "history.json").read_text()) if (out / "history.json").is_file() else {}
+    return Run(out, meta, history, meta.get("config", {}))
+
+
+def _write_atomic(path: Path, write) -> None:
+    """Write a file through a temporary in the same folder and ``os.replace``: a crash leaves the old file."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def _write_json(path: Path, obj) -> None:
+    _write_atomic(path, lambda p: p.write_text(json.dumps(obj, indent=1, allow_nan=False)))
+
+
+def _json_float(x) -> float | None:
+    x = float(x)
+    return x if np.isfinite(x) else None
+
+
+def _git_commit() -> str | None:
+    here = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return f"CPU: {line.split(':', 1)[1].strip()} ({os.cpu_count()} cores)"
+    except OSError:
+        pass
+    return f"CPU: {platform.processor() or platform.machine()} ({os.cpu_count()} cores)"
+
+
+def _epoch_seed(seed: int, epoch: int) -> int:
+    """The seed of epoch ``epoch``'s data order and augmentation: independent of any state, so a resumed
+    run replays exactly the batches an uninterrupted one would have seen."""
+    return int(np.random.SeedSequence([int(seed), int(epoch), 0x0CA1]).generate_state(1, dtype=np.uint64)[0] >> 1)
+
+
+def _split_stats(logits: np.ndarray, labels: np.ndarray, reliability_bins: int | None = None) -> dict:
+    """NLL, entropy, accuracy, ECE and AdaECE (15 bins) of one split, overall and split into correctly and
+    wrongly classified samples (Mukhoti et al. 2020, Sec. 3, Figs. 2-3)."""
+    from scipy.special import log_softmax
+
+    from calib import metrics
+
+    logp = log_softmax(logits.astype(np.float64), axis=1)
+    p = np.exp(logp)
+    nll = -logp[np.arange(len(labels)), labels]
+    entropy = -(p * logp).sum(axis=1)
+    correct = p.argmax(axis=1) == labels
+
+    def mean(a, mask=None):
+        a = a if mask is None else a[mask]
+        return _json_float(a.mean()) if a.size else None
+
+    stats = {"n": int(len(labels)), "n_wrong": int((~correct).sum()), "accuracy": float(correct.mean()),
+             "nll": mean(nll), "nll_correct": mean(nll, correct), "nll_wrong": mean(nll, ~correct),
+             "entropy": mean(entropy), "entropy_correct": mean(entropy, correct),
+             "entropy_wrong": mean(entropy, ~correct), "confidence": float(p.max(axis=1).mean()),
+             "ece": metrics.ece(p, labels, n_bins=15), "adaece": metrics.adaptive_ece(p, labels, n_bins=15)}
+    if reliability_bins:
+        rel = metrics.reliability(p, labels, n_bins=reliability_bins)
+        stats["reliability"] = {"counts": rel.counts.tolist(),
+                                "accuracy": [_json_float(a) for a in rel.accuracy],
+                                "confidence": [_json_float(c) for c in rel.confidence]}
+    return stats
+
+
+class Trainer:
+    """One training run with per-epoch diagnostics, an atomic checkpoint every epoch and exact resume.
+
+    Parameters
+    ----------
+    config : TrainConfig
+    out : path
+        The run directory.
+    progress : bool
+        Show tqdm progress bars (epochs and batches).
+    dataset : calib.data.Dataset, optional
+        Use this dataset instead of loading ``config.data`` (its name must match; the subsets of the config
+        are still applied).
+
+    Notes
+    -----
+    Reproducibility: the initial weights come from ``seed``; the order and augmentation of epoch e from
+    ``(seed, e)`` alone (:func:`_epoch_seed`); the global torch, numpy and Python random states are saved
+    in the checkpoint and restored on resume. On the CPU, ``torch.use_deterministic_algorithms`` is on
+    during the run, so a run killed after epoch k and resumed gives the same weights, to the last bit, as
+    an uninterrupted one (with the same number of threads). On CUDA, bf16 autocast (``amp``), channels-last
+    tensors and cuDNN autotuning trade that bit-exactness for speed; the diagnostics and the stored logits
+    are computed in float32 (no autocast).
+    """
+
+    def __init__(self, config: TrainConfig, out, progress: bool = True, dataset=None):
+        self.config = config.resolved()
+        self.out = Path(out)
+        self.progress = progress
+        self._dataset = dataset
+
+    # ------------------------------------------------------------------------------------------ set-up
+    def _setup(self):
+        from calib.data import TensorLoader, load_dataset
+        from calib.losses import get_loss
+        from calib.models import build_model, count_parameters
+
+        cfg = self.config
+        self.device = resolve_device(cfg.device)
+        ds = self._dataset if self._dataset is not None else load_dataset(cfg.data, seed=cfg.seed)
+        if ds.name != cfg.data:
+            raise ValueError(f"the dataset passed is {ds.name!r} but the config says data={cfg.data!r}.")
+        self.dataset = ds = ds.subset(cfg.train_subset, cfg.val_subset, cfg.test_subset).pooled(cfg.pool)
+        self.model = build_model(cfg.model, ds.input_shape, ds.n_classes, seed=cfg.seed).to(self.device)
+        if cfg.channels_last and ds.is_image:
+            self.model = self.model.to(memory_format=torch.channels_last)
+        self.n_parameters = count_parameters(self.model)
+        self.loss_fn = get_loss(cfg.loss)
+        flip = cfg.augment in ("crop-flip", "flip")
+        pad = 4 if cfg.augment in ("crop-flip", "crop") else 0
+        common = dict(mean=ds.mean, std=ds.std, device=self.device, channels_last=cfg.channels_last)
+        self.train_loader = TensorLoader(ds.x_train, ds.y_train, cfg.batch_size, augment=cfg.augment != "none",
+                                         pad=pad, flip=flip, **common)
+        eval_bs = max(cfg.batch_size, 500)
+        self.eval_loaders = {"train": TensorLoader(ds.x_train, ds.y_train, eval_bs, **common),
+                             "val": TensorLoader(ds.x_val, ds.y_val, eval_bs, **common),
+                             "test": TensorLoader(ds.x_test, ds.y_test, eval_bs, **common)}
+        decay, no_decay = [], []
+        for p in self.model.parameters():
+            (decay if p.requires_grad else no_decay).append(p)
+        self.optimizer = torch.optim.SGD(decay, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+        self.scheduler = torch.optim.lr_scheduler.MultiStepLR(self.optimizer, milestones=list(cfg.milestones),
+                                                              gamma=cfg.lr_decay)
+        self.history: dict = {"grad_norm_edges": GRAD_NORM_EDGES.tolist(), "reliability_bins": 25, "epochs": []}
+        self.epoch = 0
+        self.wall_time = 0.0
+
+    # ----------------------------------------------------------------------------------- checkpointing
+    def _rng_state(self) -> dict:
+        state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+        if torch.cuda.is_available():
+            state["cuda"] = torch.cuda.get_rng_state_all()
+        return state
+
+    def _set_rng_state(self, state: dict) -> None:
+        torch.set_rng_state(state["torch"])
+        np.random.set_state(state["numpy"])
+        random.setstate(state["python"])
+        if "cuda" in state and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda"])
+
+    def save_checkpoint(self) -> None:
+        """Write ``checkpoint.pt`` (atomically) with everything :meth:`load_checkpoint` needs."""
+        state = {"config": self.config.identity(), "epoch": self.epoch, "model": self.model.state_dict(),
+                 "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                 "history": self.history, "rng": self._rng_state(), "wall_time": self.wall_time}
+        _write_atomic(self.out / "checkpoint.pt", lambda p: torch.save(state, p))
+
+    def load_checkpoint(self) -> None:
+        state = torch.load(self.out / "checkpoint.pt", map_location=self.device, weights_only=False)
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.history = state["history"]
+        self.epoch = int(state["epoch"])
+        self.wall_time = float(state.get("wall_time", 0.0))
+        self._set_rng_state(state["rng"])
+
+    def _check_out(self, resume: bool) -> str:
+        """``"new"``, ``"resume"`` or ``"done"`` for the run directory; RunConfigError when it holds a
+        different run (or an unfinished one and ``resume`` is off)."""
+        meta_path, ckpt = self.out / "meta.json", self.out / "checkpoint.pt"
+        if not meta_path.is_file() and not ckpt.is_file():
+            return "new"
+        old = {}
+        if meta_path.is_file():
+            meta = json.loads(meta_path.read_text())
+            old = meta.get("config", {})
+            finished = bool(meta.get("finished"))
+        else:
+            finished = False
+        if not old and ckpt.is_file():
+            old = torch.load(ckpt, map_location="cpu", weights_only=False)["config"]
+        new = self.config.identity()
+        diff = {k: (old.get(k), v) for k, v in new.items() if old.get(k) != v}
+        if diff:
+            what = "; ".join(f"{k}: {a!r} there, {b!r} here" for k, (a, b) in diff.items())
+            raise RunConfigError(f"{self.out} holds a run of another configuration ({what}); refusing to "
+                                 f"{'resume' if resume else 'overwrite'} it. Choose another --out or delete that "
+                                 f"directory.")
+        if finished:
+            return "done"
+        if not resume:
+            raise RunConfigError(f"{self.out} holds an unfinished run of this configuration; pass --resume "
+                                 f"(resume=True) to continue it, or delete the directory to start over.")
+        return "resume" if ckpt.is_file() else "new"
+
+    # ------------------------------------------------------------------------------------- diagnostics
+    def _evaluate(self, split: str, with_grads: bool):
+        """Float32 logits of one split (eval mode, no augmentation), plus per-sample feature norms and,
+        with ``with_grads``, last-layer gradient norms."""
+        from calib.models import split_last_layer
+
+        features, head = split_last_layer(self.model)
+        bias = 1.0 if head.bias is not None else 0.0
+        logits, feat_norms, grad_norms = [], [], []
+        self.model.eval()
+        for xb, yb in self.eval_loaders[split].epoch():
+            with torch.no_grad():
+                h = features(xb).flatten(1).float()
+                z = head(h)
+            feat_norms.append(h.norm(dim=1))
+            logits.append(z)
+            if with_grads:
+                zz = z.detach().requires_grad_(True)
+                with torch.enable_grad():
+                    (g,) = torch.autograd.grad(self.loss_fn(zz, yb) * zz.shape[0], zz)
+                # d loss_i / d W = g_i h_i^T (and g_i for the bias): a rank-one matrix, whose norm is
+                # ||g_i|| * sqrt(||h_i||^2 + 1)
+                grad_norms.append(g.norm(dim=1) * torch.sqrt(h.pow(2).sum(dim=1) + bias))
+        out = {"logits": torch.cat(logits).cpu().numpy(), "feature_norm": torch.cat(feat_norms).cpu().numpy()}
+        if with_grads:
+            out["grad_norm"] = torch.cat(grad_norms).cpu().numpy()
+        return out
+
+    def diagnose(self) -> dict:
+        """The diagnostics of the current model, as recorded each epoch in ``history.json``.
+
+        For ``train`` (all training samples, eval mode, no augmentation), ``val`` and ``test``: NLL,
+        softmax entropy and their means over correctly and wrongly classified samples, accuracy, mean
+        confidence, ECE and AdaECE (15 bins) (Mukhoti et al. 2020, Figs. 2-3). For ``train`` also: the
+        25-bin reliability table (Fig. 1), the mean L2 norm of the features entering the last linear layer
+        (Fig. 10), and the per-sample norms of the gradient of the training loss with respect to the last
+        layer's weights and bias (Fig. 4b-d; the gradient of the loss of the sample's evaluation batch times
+        its size, which is the per-sample gradient for every per-sample loss) as a histogram on
+        :data:`GRAD_NORM_EDGES`, with quantiles. Weight norms: all parameters, and the last linear
+        layer's weight matrix (Fig. 3e).
+        """
+        from calib.models import split_last_layer
+
+        record: dict = {}
+        for split in ("train", "val", "test"):
+            res = self._evaluate(split, with_grads=split == "train")
+            labels = self.eval_loaders[split].y.cpu().numpy()
+            stats = _split_stats(res["logits"], labels, reliability_bins=25 if split == "train" else None)
+            if split == "train":
+                gn = res["grad_norm"].astype(np.float64)
+                counts, _ = np.histogram(np.clip(gn, GRAD_NORM_EDGES[0], GRAD_NORM_EDGES[-1]), bins=GRAD_NORM_EDGES)
+                stats["feature_norm"] = float(res["feature_norm"].mean())
+                stats["grad_norm"] = {"mean": float(gn.mean()), "histogram": counts.tolist(),
+                                      "quantiles": dict(zip(map(str, _QUANTILES), np.quantile(gn, _QUANTILES).tolist()))}
+            record[split] = stats
+        _, head = split_last_layer(self.model)
+        with torch.no_grad():
+            record["weight_norm"] = float(torch.sqrt(sum(p.float().pow(2).sum() for p in self.model.parameters())))
+            record["last_layer_weight_norm"] = float(head.weight.float().norm())
+        return record
+
+    # ---------------------------------------------------------------------------------------- training
+    def _train_epoch(self, epoch: int, bar=None) -> float:
+        cfg = self.config
+        if hasattr(self.loss_fn, "set_epoch"):
+            self.loss_fn.set_epoch(epoch, cfg.epochs)
+        self.model.train()
+        generator = torch.Generator().manual_seed(_epoch_seed(cfg.seed, epoch))
+        total = torch.zeros((), dtype=torch.float64, device=self.device)
+        amp = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=bool(cfg.amp))
+        for xb, yb in self.train_loader.epoch(generator):
+            self.optimizer.zero_grad(set_to_none=True)
+            with amp:
+                logits = self.model(xb)
+            value = self.loss_fn(logits.float(), yb)
+            value.backward()
+            if cfg.grad_clip is not None:
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+            self.optimizer.step()
+            total += value.detach().double() * yb.shape[0]
+            if bar is not None:
+                bar.update(1)
+        mean_loss = float(total) / self.train_loader.n
+        if not np.isfinite(mean_loss):
+            raise FloatingPointError(f"the training loss became {mean_loss} in epoch {epoch}; lower --lr or set "
+                                     f"--grad-clip.")
+        return mean_loss
+
+    def _meta(self, finished: bool) -> dict:
+        import scipy
+
+        import calib
+
+        return {"config": self.config.identity(), "device": str(self.device), "device_name": _device_name(self.device),
+                "finished": finished, "epochs_done": self.epoch, "wall_time_s": round(self.wall_time, 3),
+                "n_parameters": self.n_parameters, "dataset": {"name": self.dataset.name, "source": self.dataset.source,
+                "n_train": len(self.dataset.y_train), "n_val": len(self.dataset.y_val), "n_test": len(self.dataset.y_test)},
+                "versions": {"calib": getattr(calib, "__version__", "0.1.0"), "torch": torch.__version__,
+                             "numpy": np.__version__, "scipy": scipy.__version__, "python": sys.version.split()[0]},
+                "git_commit": _git_commit(), "threads": torch.get_num_threads(),
+                "written": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+    def _final_logits(self) -> None:
+        arrays = {}
+        for split in ("val", "test"):
+            arrays[f"{split}_logits"] = self._evaluate(split, with_grads=False)["logits"].astype(np.float32)
+            arrays[f"{split}_labels"] = self.eval_loaders[split].y.cpu().numpy().astype(np.int64)
+        _write_atomic(self.out / "logits.npz", lambda p: np.savez_compressed(open(p, "wb"), **arrays))
+
+    def run(self, resume: bool = False) -> Run:
+        """Train (or resume, or skip a finished run of the same config) and return the run directory."""
+        state = self._check_out(resume)
+        if state == "done":
+            return load_run(self.out)
+        self._setup()
+        self.out.mkdir(parents=True, exist_ok=True)
+        if state == "resume":
+            self.load_checkpoint()
+        cfg = self.config
+        deterministic = self.device.type == "cpu"
+        previous = torch.are_deterministic_algorithms_enabled()
+        if deterministic:
+            torch.use_deterministic_algorithms(True)
+        elif self.device.type == "cuda":
+            torch.backends.cudnn.benchmark = True
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
+        _write_json(self.out / "meta.json", self._meta(finished=False))
+        epoch_bar = batch_bar = None
+        if self.progress:
+            from tqdm.auto import tqdm
+
+            epoch_bar = tqdm(total=cfg.epochs, initial=self.epoch, desc=f"{cfg.model} {cfg.loss}", unit="epoch")
+        try:
+            while self.epoch < cfg.epochs:
+                epoch = self.epoch + 1
+                start = time.perf_counter()
+                if self.progress:
+                    batch_bar = tqdm(total=len(self.train_loader), desc=f"epoch {epoch}", unit="batch", leave=False)
+                lr = self.optimizer.param_groups[0]["lr"]
+                train_loss = self._train_epoch(epoch, batch_bar)
+                if self.device.type == "cuda":
+                    torch.cuda.synchronize()
+                train_seconds = time.perf_counter() - start
+                self.scheduler.step()
+                record = {"epoch": epoch, "lr": lr, "train_loss": train_loss,
+                          "gamma": _json_float(getattr(self.loss_fn, "gamma", np.nan)),
+                          "train_seconds": round(train_seconds, 4),
+                          "images_per_s": round(self.train_loader.n / train_seconds, 1)}
+                record.update(self.diagnose())
+                if self.device.type == "cuda":
+                    record["peak_memory_mb"] = round(torch.cuda.max_memory_allocated(self.device) / 2 ** 20, 1)
+                self.history["epochs"].append(record)
+                self.epoch = epoch
+                self.wall_time += time.perf_counter() - start
+                self.save_checkpoint()
+                _write_json(self.out / "history.json", self.history)
+                if batch_bar is not None:
+                    batch_bar.close()
+                if epoch_bar is not None:
+                    epoch_bar.update(1)
+                    epoch_bar.set_postfix(loss=f"{train_loss:.4f}", test_acc=f"{record['test']['accuracy']:.3f}",
+                                          test_ece=f"{record['test']['ece']:.3f}")
+            self._final_logits()
+            _write_json(self.out / "meta.json", self._meta(finished=True))
+        finally:
+            if epoch_bar is not None:
+                epoch_bar.close()
+            if deterministic:
+                torch.use_deterministic_algorithms(previous)
+        return load_run(self.out)
+
+
+def train(config: TrainConfig | None = None, out=None, resume: bool = False, progress: bool = True, dataset=None,
+          **fields) -> Run:
+    """Run :class:`Trainer` for ``config`` (or a config built from keyword ``fields``) into ``out``.
+
+    ``out`` holding a finished run of the same config returns it without training; holding a run of
+    another config raises :class:`RunConfigError` (saying which fields differ).
+
+    Examples
+    --------
+    >>> run = train(data="digits", model="mlp", loss="fl-3", epochs=3, out="_build/runs/demo")  # doctest: +SKIP
+    >>> run.series("test", "ece")                                                                # doctest: +SKIP
+    """
+    if config is None:
+        config = TrainConfig(**fields)
+    elif fields:
+        config = dataclasses.replace(config, **fields)
+    if out is None:
+        raise ValueError("out is required: the run directory to write (e.g. out='_build/runs/demo').")
+    return Trainer(config, out, progress=progress, dataset=dataset).run(resume=resume)
+
+
+# ---------------------------------------------------------------- App. B: the linear model, full batch
+
+def _binary_gradient_factor(s: np.ndarray, gamma: np.ndarray) -> np.ndarray:
+    """g(p, gamma) at p = sigma(s), from the logit s: ``exp(-gamma softplus(s)) (1 + gamma r)`` with
+    ``r = -p log p / (1 - p) = e^s softplus(-s)`` (r -> 1 as p -> 1). The same value as
+    :func:`calib.focal.gradient_factor`, without its input checks, and accurate when p rounds to 1."""
+    u = np.exp(-np.abs(s))                                   # in (0, 1]
+    log1p_u = np.log1p(u)
+    with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
+        r = np.where(s >= 0, np.where(u > 0, log1p_u / u, 1.0), u * (log1p_u - s))   # softplus(-s) = log1p(u) - s
+    softplus = np.maximum(s, 0) + log1p_u
+    return np.exp(-gamma * softplus) * (1 + gamma * r)
+
+
+def logistic_gradient_descent(x, y, gamma=0.0, lr: float = 0.5, iterations: int = 20000, record_every: int = 100,
+                              w0=None) -> dict:
+    r"""Full-batch gradient descent on bias-free logistic regression ``p = sigma(w . x)`` with cross-entropy
+    (gamma = 0) or focal loss (Mukhoti et al. 2020, App. B), for several problems at once.
+
+    The gradient of the focal loss with respect to the logit z is ``g(p_t, gamma)`` times that of
+    cross-entropy, ``sigma(z) - y`` (Prop. 1, exact for any parameter), where ``p_t`` is the probability of
+    the true label and ``g`` is :func:`calib.focal.gradient_factor` (computed from the logit); the step is
+    ``w <- w - lr * mean_i g_i (sigma(z_i) - y_i) x_i``.
+
+    Parameters
+    ----------
+    x : array_like, shape (N, d) or (R, N, d)
+        Inputs of one problem or of R problems of the same size (e.g. noise levels x losses).
+    y : array_like of {0, 1}, shape (N,) or (R, N)
+    gamma : float or array_like, shape (R,)
+        Focal parameter of each problem (0: cross-entropy).
+    lr : float
+        Step size (the paper does not give it).
+    iterations : int
+    record_every : int
+        Record ``w`` every this many iterations (and at 0 and the end).
+    w0 : array_like, shape (d,) or (R, d), optional
+        Starting weights; zero by default.
+
+    Returns
+    -------
+    dict
+        ``iteration`` (T,), ``w`` (R, T, d) (or (T, d) for one problem), ``weight_norm``, ``logit_norm``
+        (the mean |z_i| over the training points) and ``gradient_norm`` (of the risk) with the same leading
+        shape, and ``final_w``.
+    """
+    from scipy.special import expit
+
+    x = np.asarray(to_numpy(x, "x"), dtype=np.float64)
+    single = x.ndim == 2
+    if single:
+        x = x[None]
+    if x.ndim != 3:
+        raise ValueError(f"x must have shape (N, d) or (R, N, d); got {x.shape}.")
+    r, n, d = x.shape
+    y = np.asarray(to_numpy(y, "y"), dtype=np.float64).reshape(r, n)
+    if not np.isin(y, (0, 1)).all():
+        raise ValueError("y must hold binary labels 0 and 1.")
+    gamma = np.broadcast_to(np.asarray(gamma, dtype=np.float64), (r,)).reshape(r, 1)
+    lr = check_positive(lr, "lr")
+    iterations = check_int(iterations, "iterations")
+    record_every = check_int(record_every, "record_every")
+    w = np.zeros((r, d)) if w0 is None else np.broadcast_to(np.asarray(w0, dtype=np.float64), (r, d)).copy()
+    sign = 2 * y - 1
+    steps = set(range(0, iterations + 1, record_every)) | {iterations}
+    recorded, grads = [], []
+    for t in range(iterations + 1):
+        z = np.matmul(x, w[:, :, None])[:, :, 0]
+        dz = _binary_gradient_factor(sign * z, gamma) * (expit(z) - y)
+        grad = np.matmul(dz[:, None, :], x)[:, 0, :] / n
+        if t in steps:
+            recorded.append(w.copy())
+            grads.append(np.linalg.norm(grad, axis=1))
+        if t == iterations:
+            break
+        w -= lr * grad
+    steps = sorted(steps)
+    ws = np.stack(recorded, axis=1)                                    # (R, T, d)
+    logit_norm = np.abs(np.einsum("rnd,rtd->rtn", x, ws)).mean(axis=2)
+    out = {"iteration": np.array(steps), "w": ws, "weight_norm": np.linalg.norm(ws, axis=2),
+           "logit_norm": logit_norm, "gradient_norm": np.stack(grads, axis=1), "final_w": ws[:, -1]}
+    if single:
+        out = {k: (v[0] if k != "iteration" else v) for k, v in out.items()}
+    return out
+
+
+# ------------------------------------------------------------------------------------ the minimal loop
 
 def _as_tensor(a, name: str, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     if isinstance(a, torch.Tensor):
