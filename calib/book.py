@@ -218,6 +218,28 @@ def timing_table(runs: list[ChapterRun]) -> str:
     return "\n".join(lines)
 
 
+# ------------------------------------------------------------------------------------- chapter helpers
+
+def glue_number(name: str, value) -> None:
+    """Glue a computed number for the prose (``{glue:text}`name:.3f```), as a Python int or float."""
+    import numpy as np
+    from myst_nb import glue
+
+    glue(name, int(value) if isinstance(value, (int, np.integer)) else float(value), display=False)
+
+
+def markdown_table(header, rows):
+    """A Markdown table (IPython display object) from a header and rows; cells are ``str``-ed, pipes escaped."""
+    from IPython.display import Markdown
+
+    def cell(x) -> str:
+        return str(x).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(map(cell, header)) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(map(cell, row)) + " |" for row in rows]
+    return Markdown("\n".join(lines))
+
+
 # ----------------------------------------------------------------------------------------------- pages
 
 _ESCAPE = str.maketrans({c: "\\" + c for c in "\\`*_{}[]<>|$#"})

@@ -52,6 +52,7 @@ __all__ = [
     "RiskCoverage",
     "accuracy",
     "adaptive_ece",
+    "adaptive_ece_torrvision",
     "aurc",
     "brier",
     "classwise_ece",
@@ -300,6 +301,40 @@ def adaptive_ece(probs, labels, n_bins: int = 15) -> float:
     float
     """
     return ece(probs, labels, n_bins=n_bins, binning="quantile", norm="l1")
+
+
+def adaptive_ece_torrvision(probs, labels, n_bins: int = 15, return_counts: bool = False):
+    """AdaECE exactly as torrvision/focal_calibration computes it, for comparison with published numbers.
+
+    A transcription of ``AdaptiveECELoss`` (``Metrics/metrics.py``), which Mukhoti et al. (2020) and the
+    repositories derived from it (AdaFocal, focal temperature scaling) report: edges from ``np.interp`` over
+    the sorted confidences, membership ``(lo, hi]``, bin weights divided by N. Its quirks are kept on
+    purpose: the least confident sample lies on the first edge and so in no bin, and tied confidences at an
+    edge make the counts unequal. Use :func:`adaptive_ece` for the equal-mass ECE itself.
+
+    Parameters
+    ----------
+    probs, labels : as for :func:`ece`
+    n_bins : int, default 15
+    return_counts : bool, default False
+        Also return the number of samples in each of the code's bins.
+
+    Returns
+    -------
+    float, or (float, ndarray of int) when ``return_counts``
+    """
+    n_bins = check_int(n_bins, "n_bins")
+    _, y, pred, conf = as_probs_labels_top(probs, labels)
+    correct = (pred == y).astype(np.float64)
+    n = conf.shape[0]
+    edges = np.interp(np.linspace(0, n, n_bins + 1), np.arange(n), np.sort(conf))
+    total, counts = 0.0, np.zeros(n_bins, dtype=np.int64)
+    for b, (lo, hi) in enumerate(zip(edges[:-1], edges[1:])):
+        inside = (conf > lo) & (conf <= hi)
+        counts[b] = int(inside.sum())
+        if counts[b]:
+            total += counts[b] / n * abs(conf[inside].mean() - correct[inside].mean())
+    return (float(total), counts) if return_counts else float(total)
 
 
 def mce(probs, labels, n_bins: int = 15) -> float:

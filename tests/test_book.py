@@ -124,3 +124,10 @@ def test_ledger_and_errata_pages():
     assert "{doc}`/chapters/09-reweighted-risk`" in ledger
     errata = book.errata_page(recs)
     assert "mukhoti2020/x" not in errata and "p0 = 1/e" in errata and "holds-as-corrected" in errata
+
+
+def test_markdown_table_escapes_pipes_and_glue_number_keeps_numbers():
+    table = book.markdown_table(["a", "b|c"], [[1, "x|y"], [2.5, "z"]])
+    lines = table.data.splitlines()
+    assert lines[0] == "| a | b\\|c |" and lines[1] == "|---|---|" and lines[2] == "| 1 | x\\|y |"
+    assert len(lines) == 4

@@ -755,3 +755,20 @@ def test_nll_zero_probability_on_the_true_class():
     with pytest.raises(ValueError, match=r"probs gives probability 0 to the true class of 1 sample.*row 0.*float64"):
         metrics.nll(p, np.array([1, 0]))
     assert metrics.nll(p, np.array([0, 0])) == pytest.approx(math.log(2) / 2, rel=1e-15)
+
+
+def test_adaptive_ece_torrvision_reproduces_the_official_code_by_hand():
+    # N = 4, M = 2: np.interp edges at positions 0, 2, 4 are (c0, c2, c3); bins (c0, c2] and (c2, c3];
+    # the least confident sample is in no bin, and the weights are divided by N = 4.
+    from calib.metrics import adaptive_ece_torrvision
+
+    conf = np.array([0.55, 0.6, 0.7, 0.9])
+    probs = np.column_stack([conf, 1 - conf])
+    labels = np.array([0, 1, 0, 0])          # correct, wrong, correct, correct
+    value, counts = adaptive_ece_torrvision(probs, labels, n_bins=2, return_counts=True)
+    expected = 2 / 4 * abs((0.6 + 0.7) / 2 - 0.5) + 1 / 4 * abs(0.9 - 1.0)
+    assert counts.tolist() == [2, 1]
+    assert value == pytest.approx(expected, abs=1e-15)
+    assert adaptive_ece_torrvision(probs, labels, n_bins=2) == pytest.approx(expected, abs=1e-15)
+    with pytest.raises(ValueError, match="n_bins"):
+        adaptive_ece_torrvision(probs, labels, n_bins=0)
