@@ -191,6 +191,21 @@ def _he_init(model: nn.Module) -> None:
             nn.init.zeros_(m.bias)
 
 
+def _three_stage_net(c: int, k: int, stem: int, widths, n: int, block) -> Classifier:
+    """A 3x3 stem of ``stem`` channels, three stages of ``n`` blocks with ``widths`` channels (the first block
+    of stages 2 and 3 has stride 2), global average pooling and a linear layer; He-initialised."""
+    layers: list[nn.Module] = [*_conv_bn_relu(c, stem)]
+    c_in = stem
+    for stage, c_out in enumerate(widths):
+        for b in range(n):
+            layers.append(block(c_in, c_out, 2 if (b == 0 and stage > 0) else 1))
+            c_in = c_out
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten()]
+    model = Classifier(nn.Sequential(*layers), nn.Linear(c_in, k))
+    _he_init(model)
+    return model
+
+
 def cifar_resnet(depth: int = 20, in_channels: int = 3, n_classes: int = 10, width: int = 16,
                  seed: int | None = None) -> Classifier:
     """He et al. (2016)'s CIFAR ResNet of depth 6n+2: a 3x3 stem, three stages of n BasicBlocks with
@@ -209,19 +224,7 @@ def cifar_resnet(depth: int = 20, in_channels: int = 3, n_classes: int = 10, wid
     n = (depth - 2) // 6
     c, k, w = _check_channels(in_channels), check_int(n_classes, "n_classes", minimum=2), check_int(width, "width")
 
-    def build():
-        layers: list[nn.Module] = [*_conv_bn_relu(c, w)]
-        c_in = w
-        for stage, c_out in enumerate((w, 2 * w, 4 * w)):
-            for b in range(n):
-                layers.append(_BasicBlockA(c_in, c_out, 2 if (b == 0 and stage > 0) else 1))
-                c_in = c_out
-        layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten()]
-        model = Classifier(nn.Sequential(*layers), nn.Linear(c_in, k))
-        _he_init(model)
-        return model
-
-    return _seeded(build, seed)
+    return _seeded(lambda: _three_stage_net(c, k, w, (w, 2 * w, 4 * w), n, _BasicBlockA), seed)
 
 
 class _PreActBlock(nn.Module):
@@ -363,19 +366,7 @@ def wide_resnet(depth: int = 26, widen: int = 10, in_channels: int = 3, n_classe
     kw = check_int(widen, "widen")
     c, k = _check_channels(in_channels), check_int(n_classes, "n_classes", minimum=2)
 
-    def build():
-        layers: list[nn.Module] = [*_conv_bn_relu(c, 16)]
-        c_in = 16
-        for stage, c_out in enumerate((16 * kw, 32 * kw, 64 * kw)):
-            for b in range(n):
-                layers.append(_WideBlock(c_in, c_out, 2 if (b == 0 and stage > 0) else 1))
-                c_in = c_out
-        layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten()]
-        model = Classifier(nn.Sequential(*layers), nn.Linear(c_in, k))
-        _he_init(model)
-        return model
-
-    return _seeded(build, seed)
+    return _seeded(lambda: _three_stage_net(c, k, 16, (16 * kw, 32 * kw, 64 * kw), n, _WideBlock), seed)
 
 
 class _DenseLayer(nn.Module):
