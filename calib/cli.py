@@ -48,6 +48,10 @@ def _add_train_parser(commands) -> None:
                                                   "breast-cancer, linear-toy, gaussian-1d")
     t.add_argument("--model", required=True, help="network, e.g. resnet20, resnet50, wrn-26-10, small-cnn, mlp")
     t.add_argument("--loss", required=True, help="loss, e.g. ce, fl-3, flsd-53, flsc-531, brier, ls-0.05")
+    t.add_argument("--secondary", default=None,
+                   help="secondary calibration loss added to --loss (Karandikar et al. 2021): sb-ece, s-avuc, avuc, "
+                        "avuc-gs, mmce, mmce-w")
+    t.add_argument("--secondary-weight", type=float, default=1.0, help="weight beta of the secondary loss")
     t.add_argument("--epochs", type=int, required=True)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--out", required=True, help="run directory")
@@ -77,7 +81,7 @@ def _add_train_parser(commands) -> None:
 def _train(args) -> None:
     from calib.train import TrainConfig, train
 
-    fields = {k: getattr(args, k) for k in ("data", "model", "loss", "epochs", "seed", "lr", "momentum",
+    fields = {k: getattr(args, k) for k in ("data", "model", "loss", "secondary", "secondary_weight", "epochs", "seed", "lr", "momentum",
                                             "weight_decay", "milestones", "lr_decay", "batch_size", "augment",
                                             "train_subset", "val_subset", "test_subset", "pool", "grad_clip", "amp",
                                             "channels_last", "device")}

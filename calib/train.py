@@ -89,6 +89,8 @@ class TrainConfig:
     loss: str
     epochs: int
     seed: int = 0
+    secondary: str | None = None
+    secondary_weight: float = 1.0
     lr: float = 0.1
     momentum: float = 0.9
     weight_decay: float = 5e-4
@@ -111,7 +113,7 @@ class TrainConfig:
         from calib.losses import get_loss
         from calib.models import check_model_name
 
-        get_loss(self.loss)                                   # unknown names list the valid ones
+        get_loss(self.loss, self.secondary, self.secondary_weight)   # unknown names list the valid ones
         data = self.data.strip().lower() if isinstance(self.data, str) else self.data
         if data not in DATASETS:
             raise ValueError(f"unknown dataset {self.data!r}; choose from {dataset_names()}.")
@@ -136,7 +138,8 @@ class TrainConfig:
         cuda = resolve_device(self.device).type == "cuda"
         amp = cuda if self.amp is None else bool(self.amp)
         channels_last = cuda if self.channels_last is None else bool(self.channels_last)
-        return dataclasses.replace(self, data=data, model=model, loss=self.loss.strip().lower(),
+        secondary = self.secondary.strip().lower() if isinstance(self.secondary, str) else self.secondary
+        return dataclasses.replace(self, data=data, model=model, loss=self.loss.strip().lower(), secondary=secondary,
                                    milestones=milestones, augment=augment, amp=amp, channels_last=channels_last)
 
     def identity(self) -> dict:
@@ -310,7 +313,7 @@ class Trainer:
         if cfg.channels_last and ds.is_image:
             self.model = self.model.to(memory_format=torch.channels_last)
         self.n_parameters = count_parameters(self.model)
-        self.loss_fn = get_loss(cfg.loss)
+        self.loss_fn = get_loss(cfg.loss, cfg.secondary, cfg.secondary_weight)
         flip = cfg.augment in ("crop-flip", "flip")
         pad = 4 if cfg.augment in ("crop-flip", "crop") else 0
         common = dict(mean=ds.mean, std=ds.std, device=self.device, channels_last=cfg.channels_last)

@@ -388,3 +388,19 @@ def test_pooled_dataset(tiny_fashion):
     assert ds.pooled(1) is ds
     with pytest.raises(ValueError, match="does not divide"):
         ds.pooled(3)
+
+
+def test_secondary_loss_from_the_config_and_the_command_line(tiny_fashion, tmp_path, capsys):
+    from calib.cli import main
+    from calib.losses import get_loss, get_secondary_loss
+
+    trainer = Trainer(TrainConfig(**{**TINY, "secondary": "SB-ECE", "secondary_weight": 0.5}), tmp_path / "s",
+                      progress=False)
+    trainer._setup()
+    logits, targets = torch.randn(32, 10, generator=torch.Generator().manual_seed(0)), torch.arange(32) % 10
+    expected = get_loss("ce")(logits, targets) + 0.5 * get_secondary_loss("sb-ece")(logits, targets)
+    assert trainer.loss_fn(logits, targets).item() == pytest.approx(expected.item(), rel=1e-6)
+    assert trainer.config.secondary == "sb-ece"
+    code = main(["train", "--data", "fashion-mnist", "--model", "small-cnn-w4", "--loss", "ce", "--secondary",
+                 "calibration", "--epochs", "1", "--out", str(tmp_path / "bad")])
+    assert code == 1 and "sb-ece" in capsys.readouterr().err
