@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import minimize
-from scipy.special import expit, lambertw, xlogy
+from scipy.special import expit, lambertw, softmax, xlogy
 
 from calib._validate import as_float_array, as_scores, check_finite, check_int, check_positive, to_numpy
 
@@ -952,8 +952,7 @@ def focal_map(logits, gamma):
     else:
         z = as_scores(arr, "logits", kind="logits")
     if gamma == 0:
-        e = np.exp(z - z.max(axis=1, keepdims=True))
-        return e / e.sum(axis=1, keepdims=True)
+        return softmax(z, axis=1)
     return _focal_map_numpy(z, gamma)
 
 
@@ -1306,10 +1305,7 @@ def _sorted_logit_grid(n_classes: int, logit_range: float, step: float) -> np.nd
 def _max_ts_error(rows: np.ndarray, target: np.ndarray, beta: float) -> float:
     if rows.shape[1] == 2:                   # rows (0, d): class 0 gets sigmoid(-beta d); class 1 mirrors it
         return float(np.max(np.abs(expit(rows[:, 1] * -beta) - target[:, 0])))
-    z = rows * beta
-    e = np.exp(z - z.max(axis=1, keepdims=True))
-    e /= e.sum(axis=1, keepdims=True)
-    return float(np.max(np.abs(e - target)))
+    return float(np.max(np.abs(softmax(rows * beta, axis=1) - target)))
 
 
 def _grid_settings(n_classes, logit_range, step):
@@ -1458,6 +1454,5 @@ def top_label_gain(logits, gamma):
     z = as_scores(logits, "logits", kind="logits")
     top = np.argmax(z, axis=1)
     rows = np.arange(z.shape[0])
-    q = np.exp(z - z.max(axis=1, keepdims=True))
-    q /= q.sum(axis=1, keepdims=True)
+    q = softmax(z, axis=1)
     return focal_map(z, gamma)[rows, top] - q[rows, top]
