@@ -3,7 +3,8 @@
 Modules, in layers (an import only goes downward; DESIGN.md has the plan this follows):
 
 - layer 0: ``calib._validate`` (input checking), ``calib.symbolic`` (sympy derivations the chapters display),
-  ``calib.focal`` (the focal family as numpy functions: g, thresholds, gamma*, Psi^gamma, TS bounds)
+  ``calib.focal`` (the focal family as numpy functions: g, thresholds, gamma*, Psi^gamma, TS bounds),
+  ``calib.stats`` (seed-level and paired-bootstrap intervals, and the rule that turns them into a verdict)
 - layer 1: ``calib.metrics`` (calibration, accuracy and selective-classification metrics),
   ``calib.soft_binning`` (soft bin membership, SB-ECE and soft uncertainty in numpy, Karandikar et al. 2021),
   ``calib.losses`` (training losses in torch and the ``get_loss`` registry)
@@ -12,7 +13,7 @@ Modules, in layers (an import only goes downward; DESIGN.md has the plan this fo
   ``calib.models`` (networks)
 - layer 3: ``calib.train`` (training runs with diagnostics, checkpoints and resume), ``calib.selective``
   (Zhou et al. 2025's selective-classification bounds and counterexamples, built on simulate and losses)
-- layer 4: ``calib.plots``, ``calib.claims``, ``calib.book``, ``calib.cli``
+- layer 4: ``calib.plots``, ``calib.claims`` (the claims ledger and its graded verdicts), ``calib.book``, ``calib.cli``
 
 Submodules are imported on demand (``import calib.metrics``), so that ``import calib`` stays cheap.
 """

@@ -116,11 +116,12 @@ def _markdown_to_notebook(path: Path):
 
 
 def run_chapter(root: Path, name: str, profile: str = "quick", parameters: dict | None = None,
-                timeout: int | None = None) -> ChapterRun:
+                timeout: int | None = None, strict: bool = True) -> ChapterRun:
     """Execute one chapter with papermill into ``_build/src/chapters/<name>.ipynb``.
 
     The kernel gets ``CALIB_LEDGER`` and ``CALIB_CHAPTER`` so that its claims land in the ledger, tagged
-    with the chapter. Raises :class:`ChapterError` naming the failing cell.
+    with the chapter. Raises :class:`ChapterError` naming the failing cell. With ``strict=False`` a claim the
+    computation does not confirm is recorded as not confirmed and the chapter goes on (``$CALIB_STRICT=0``).
     """
     import nbformat
     import papermill
@@ -141,8 +142,9 @@ def run_chapter(root: Path, name: str, profile: str = "quick", parameters: dict 
     claims_module.drop_chapter(ledger, name)
     params = {"profile": profile, "device": "auto", "seed": 0}
     params.update(parameters or {})
-    env_backup = {k: os.environ.get(k) for k in ("CALIB_LEDGER", "CALIB_CHAPTER", "MPLBACKEND")}
-    os.environ.update(CALIB_LEDGER=str(ledger), CALIB_CHAPTER=name, MPLBACKEND="module://matplotlib_inline.backend_inline")
+    env_backup = {k: os.environ.get(k) for k in ("CALIB_LEDGER", "CALIB_CHAPTER", "CALIB_STRICT", "MPLBACKEND")}
+    os.environ.update(CALIB_LEDGER=str(ledger), CALIB_CHAPTER=name, CALIB_STRICT="1" if strict else "0",
+                      MPLBACKEND="module://matplotlib_inline.backend_inline")
     start = time.perf_counter()
     error = ""
     try:
@@ -176,7 +178,7 @@ def _record_timing(root: Path, run: ChapterRun, profile: str) -> None:
 
 
 def run_book(root: Path, profile: str = "quick", only: list[str] | None = None, parameters: dict | None = None,
-             keep_going: bool = False) -> list[ChapterRun]:
+             keep_going: bool = False, strict: bool = True) -> list[ChapterRun]:
     """Execute the chapters of ``_toc.yml`` (or those named in ``only``) in order; print a time table."""
     names = chapters_in_toc(root)
     if only:
@@ -192,7 +194,7 @@ def run_book(root: Path, profile: str = "quick", only: list[str] | None = None, 
     for name in names:
         print(f"[book] running {name} ({profile} profile) ...", flush=True)
         try:
-            run = run_chapter(root, name, profile, parameters)
+            run = run_chapter(root, name, profile, parameters, strict=strict)
         except ChapterError as exc:
             failures.append(str(exc))
             print(f"[book] FAILED: {exc}", flush=True)
@@ -256,55 +258,208 @@ def _chapter_link(chapter: str) -> str:
     return f"{{doc}}`/chapters/{chapter}`"
 
 
+VERDICT_MEANINGS = {
+    "holds": "true as printed (a remark may add precision, such as the exact value behind a rounded number)",
+    "imprecise": "true in substance, but a printed number is rounded beyond what its context implies, or a "
+                 "needed condition is only implicit",
+    "typo": "an evident slip (an index, a sign in an intermediate step, a caption, a label) whose intended "
+            "statement holds",
+    "false": "false as printed and in substance: a counterexample, or a number wrong beyond rounding",
+    "not-reproduced": "an empirical statement our runs do not show at the scale we ran; it says nothing about "
+                      "the paper's own runs",
+    "inconclusive": "our runs cannot separate the effect from noise at that scale (decided from seeds and an "
+                    "interval)",
+    "untested": "needs compute or data not available here; the entry gives the command that would test it",
+}
+ABOUT_MEANINGS = {"paper": "the paper's text", "code": "the authors' released code (never an erratum of the paper)",
+                  "book": "the book's own finding, extending a paper"}
+
+
+def _paper_order(records) -> list[str]:
+    return sorted({c.paper for c in records},
+                  key=lambda p: (p not in PAPERS, list(PAPERS).index(p) if p in PAPERS else 0, p))
+
+
+def _cell_link(c: claims_module.Claim, text: str = "the computation") -> str:
+    """Raw-HTML link from a back-matter page (``book/*.html``) to the claim's line in its chapter."""
+    if c.chapter == "interactive":
+        return "(recorded interactively)"
+    return f'<a href="../chapters/{c.chapter}.html#{c.anchor}">{text}</a>'
+
+
+def _scale_text(scale: dict) -> str:
+    names = {"data": "data", "model": "model", "epochs": "epochs", "seeds": "seeds", "n": "N"}
+    parts = [f"{names[k]}: {scale[k]}" for k in names if k in scale]
+    parts += [f"{k}: {v}" for k, v in scale.items() if k not in names and k != "command"]
+    return "; ".join(parts)
+
+
+def _entry(c: claims_module.Claim, heading: str) -> list[str]:
+    """One claim as a MyST block (a container whose classes the ledger's filter reads)."""
+    status = {True: "", False: ", **not confirmed**", None: ""}[c.passed]
+    about = "" if c.about == "paper" else f" (about the {'released code' if c.about == 'code' else 'book'})"
+    lines = [f"```{{container}} claim-entry paper-{c.paper} verdict-{c.verdict} about-{c.about}",
+             f"{heading} · *{c.verdict}*{about}{status} · {_chapter_link(c.chapter)} · {_cell_link(c)}", "",
+             f"{_md(c.statement)}", ""]
+    if c.quote:
+        lines += [f"> {_md(c.quote)}", ""]
+    for label, text in (("What holds", c.correction), ("Remark", c.remark)):
+        if text:
+            lines += [f"*{label}:* {_md(text)}", ""]
+    if c.scale:
+        lines += [f"*Scale of the runs:* {_md(_scale_text(c.scale))}", ""]
+        if c.scale.get("command"):
+            lines += [f"*Command that would test it:* `{c.scale['command']}`" if "`" not in str(c.scale["command"])
+                      else f"*Command that would test it:* {_md(c.scale['command'])}", ""]
+    if c.evidence:
+        lines += [f"*Evidence:* {_md(c.evidence)}", ""]
+    return lines + ["```", ""]
+
+
+def vocabulary_table() -> list[str]:
+    """The verdict vocabulary as a Markdown table (the ledger page's head; the intro states it too)."""
+    out = ["| verdict | meaning |", "|---|---|"]
+    out += [f"| *{v}* | {m} |" for v, m in VERDICT_MEANINGS.items()]
+    return out
+
+
+def summary_table(records: list[claims_module.Claim], link: bool = True) -> list[str]:
+    """Paper x verdict counts as a Markdown table; with ``link`` each count sets the ledger's filter."""
+    verdicts = [v for v in claims_module.VERDICTS if any(c.verdict == v for c in records)]
+    out = ["| paper | " + " | ".join(verdicts) + " | total |", "|---|" + "---:|" * (len(verdicts) + 1)]
+
+    def cell(n, paper, verdict):
+        if not n or not link:
+            return str(n)
+        query = "&".join(f"{k}={v}" for k, v in (("paper", paper), ("verdict", verdict)) if v)
+        return f'<a href="?{query}#claims-list">{n}</a>'
+
+    for paper in _paper_order(records):
+        mine = [c for c in records if c.paper == paper]
+        out.append(f"| {paper} | " + " | ".join(cell(sum(c.verdict == v for c in mine), paper, v) for v in verdicts)
+                   + f" | {cell(len(mine), paper, '')} |")
+    out.append("| **all** | " + " | ".join(cell(sum(c.verdict == v for c in records), "", v) for v in verdicts)
+               + f" | {cell(len(records), '', '')} |")
+    return out
+
+
+def _filter_controls(records) -> list[str]:
+    papers = "".join(f'<option value="{p}">{p}</option>' for p in _paper_order(records))
+    verdicts = "".join(f'<option value="{v}">{v}</option>' for v in claims_module.VERDICTS
+                       if any(c.verdict == v for c in records))
+    return ['<div class="claim-filter" id="claims-list">',
+            f'<label>Paper <select id="claim-filter-paper"><option value="">all papers</option>{papers}</select>'
+            '</label>',
+            f'<label>Verdict <select id="claim-filter-verdict"><option value="">all verdicts</option>{verdicts}'
+            '</select></label>',
+            '<span id="claim-filter-count" aria-live="polite"></span>',
+            '</div>', ""]
+
+
 def ledger_page(records: list[claims_module.Claim], order: list[str]) -> str:
-    """MyST source of the claims-ledger page: every claim, grouped by paper, in chapter order."""
+    """MyST source of the claims-ledger page: the vocabulary, a paper x verdict summary, a filter, every claim."""
     rank = {name: i for i, name in enumerate(order)}
     records = sorted(records, key=lambda c: rank.get(c.chapter, len(rank)))
-    n_fail = sum(c.verdict != "holds" for c in records)
+    confirmed = sum(c.passed is True for c in records)
     out = ["(claims-ledger)=", "# Claims ledger", "",
            f"Every checkable statement the chapters make, as recorded when the book was last executed: "
-           f"**{len(records)} claims**, of which **{sum(c.passed for c in records)}** were confirmed by the "
-           f"computation and **{n_fail}** say the paper is wrong as printed (listed again under {{doc}}`errata`).",
-           "A claim's *verdict* is what the book asserts: *holds*, *fails* (false as printed), or "
-           "*holds-as-corrected* (true once corrected). *Evidence* is what the chapter measured. A chapter whose "
-           "computation stops confirming a verdict fails to run, so every claim below was checked by the run that "
-           "built this page.", ""]
-    papers = sorted({c.paper for c in records},
-                    key=lambda p: (p not in PAPERS, list(PAPERS).index(p) if p in PAPERS else 0, p))
-    for paper in papers:
+           f"**{len(records)} claims**, of which **{confirmed}** were confirmed by the computation that built this "
+           f"page" + (f" and **{sum(c.passed is None for c in records)}** are untested here" if any(
+               c.passed is None for c in records) else "") + ".", "",
+           "A claim's *verdict* judges the statement as printed, read with its hedges ('about', '≈', 'may') "
+           "and the conditions the paper states elsewhere, the way a careful referee would:", "",
+           *vocabulary_table(), "",
+           "Each claim is *about* the paper's text, the authors' released code (never an erratum of the paper), or "
+           "the book's own finding that extends a paper. Claims about a training outcome are judged from several "
+           "seeds and an interval (`calib.stats`), never from one run.", "",
+           "**The line under a cell.** When a chapter runs, each claim prints one line such as "
+           "`[claim ok] mukhoti2020/prop2 (holds, about the paper): max |g-1| = 3e-16`. *ok* means the computation "
+           "in that cell confirmed the verdict; *untested* means nothing could be computed here. A claim that is "
+           "not confirmed stops the chapter, so every *ok* below was checked by the run that built this page.", "",
+           "Pages built from this ledger: the {doc}`errata <errata>` (the papers' false, imprecise and mistyped "
+           "statements), {doc}`reproduction <reproduction>` (what our runs could not show or did not test) and "
+           "{doc}`released code <released-code>` (notes on the authors' code).", "",
+           "## Summary", "", "Counts by paper and verdict; a count filters the list below.", "",
+           *summary_table(records), "", "## The claims", "", *_filter_controls(records)]
+    for paper in _paper_order(records):
         mine = [c for c in records if c.paper == paper]
         counts = {v: sum(c.verdict == v for c in mine) for v in claims_module.VERDICTS}
         summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
-        out += [f"## {PAPERS.get(paper, paper)}", "", f"{len(mine)} claims: {summary}.", ""]
+        out += [f"### {PAPERS.get(paper, paper)}", "", f"{len(mine)} claims: {summary}.", ""]
         for c in mine:
-            verdict = c.verdict if c.passed else f"{c.verdict}, NOT CONFIRMED"
             where = f" · {_md(c.where)}" if c.where else ""
-            out += [f"**{_md(c.id)}**{where} · *{verdict}* · {_chapter_link(c.chapter)}",
-                    f": {_md(c.statement)}", ""]
-            if c.correction:
-                out += [f"  *What holds:* {_md(c.correction)}", ""]
-            if c.evidence:
-                out += [f"  *Evidence:* {_md(c.evidence)}", ""]
+            out += _entry(c, f"**{_md(c.id)}**{where}")
     if not records:
         out.append("No claims were recorded: run `calib book run` first.")
     return "\n".join(out) + "\n"
 
 
 def errata_page(records: list[claims_module.Claim]) -> str:
-    """MyST source of the errata page: the claims whose verdict is "fails" or "holds-as-corrected"."""
-    wrong = [c for c in records if c.verdict != "holds"]
+    """MyST source of the errata page: the papers' statements judged false, then imprecise, then typos."""
+    kinds = (("false", "False statements", "False as printed and in substance."),
+             ("imprecise", "Imprecise statements", "True in substance; a number is rounded beyond what its context "
+                                                   "implies, or a needed condition is only implicit."),
+             ("typo", "Typos", "Evident slips whose intended statement holds."))
+    wrong = [c for c in records if c.about == "paper" and c.verdict in claims_module.CORRECTED]
+    counts = ", ".join(f"{sum(c.verdict == k for c in wrong)} {k}" for k, _, _ in kinds)
     out = ["(errata)=", "# Errata", "",
-           f"The statements of the papers that the book found to be wrong as printed ({len(wrong)} in all), each "
-           "with what holds instead and the computation that shows it. They are collected from the "
-           "{doc}`claims ledger <claims>`.", ""]
-    for paper in sorted({c.paper for c in wrong}):
-        out += [f"## {PAPERS.get(paper, paper)}", ""]
-        for c in (c for c in wrong if c.paper == paper):
-            out += [f"**{_md(c.where) or _md(c.id)}** ({c.verdict}). {_md(c.statement)}", "",
-                    f": *What holds:* {_md(c.correction) if c.correction else '(see the chapter)'}"
-                    f"  \n*Evidence:* {_md(c.evidence)}  \n*Chapter:* {_chapter_link(c.chapter)}", ""]
+           f"The statements of the papers that are wrong as printed: {len(wrong)} in all ({counts}). Each entry "
+           "quotes the paper, says what holds instead, and links to the cell whose computation shows it. Rounding "
+           "that its context allows is not listed, nor are notes on the authors' released code "
+           "({doc}`released code <released-code>`) or what our smaller runs could not reproduce "
+           "({doc}`reproduction <reproduction>`). All verdicts are in the {doc}`claims ledger <claims>`.", ""]
+    for verdict, title, meaning in kinds:
+        mine = [c for c in wrong if c.verdict == verdict]
+        if not mine:
+            continue
+        out += [f"## {title}", "", meaning, ""]
+        for paper in _paper_order(mine):
+            out += [f"### {PAPERS.get(paper, paper)}", ""]
+            for c in (c for c in mine if c.paper == paper):
+                out += [f"**{_md(c.where) or _md(c.id)}** ({_md(c.id)})", "",
+                        f"> {_md(c.quote)}", "",
+                        f"*What holds:* {_md(c.correction)} ({_cell_link(c, 'computation')}, "
+                        f"{_chapter_link(c.chapter)})", ""]
+                if c.remark:
+                    out += [f"*Remark:* {_md(c.remark)}", ""]
     if not wrong:
         out.append("No statement has been found wrong so far.")
+    return "\n".join(out) + "\n"
+
+
+def reproduction_page(records: list[claims_module.Claim]) -> str:
+    """MyST source of the reproduction page: not-reproduced, inconclusive and untested claims with their scale."""
+    kinds = (("not-reproduced", "Not reproduced at our scale",
+              "Our runs do not show the effect at the scale given. This says nothing about the paper's own runs."),
+             ("inconclusive", "Inconclusive", "The interval over seeds contains the threshold: our runs cannot "
+                                              "separate the effect from noise at that scale."),
+             ("untested", "Untested here", "These need compute or data not available where the book was built; "
+                                           "each entry gives the command that would test it."))
+    mine = [c for c in records if c.verdict in claims_module.EMPIRICAL]
+    out = ["(reproduction)=", "# Reproduction", "",
+           f"The empirical statements that this book's runs could not confirm: {len(mine)} in all. Empirical "
+           "verdicts come from several seeds and an interval (`calib.stats`); each entry states the scale of our "
+           "runs, which is usually far smaller than the paper's.", ""]
+    for verdict, title, meaning in kinds:
+        group = [c for c in mine if c.verdict == verdict]
+        if group:
+            out += [f"## {title}", "", meaning, ""]
+            out += [line for c in group for line in _entry(c, f"**{_md(c.id)}**"
+                                                              + (f" · {_md(c.where)}" if c.where else ""))]
+    if not mine:
+        out.append("Every empirical statement the chapters test was confirmed.")
+    return "\n".join(out) + "\n"
+
+
+def released_code_page(records: list[claims_module.Claim]) -> str:
+    """MyST source of the released-code page: claims about the authors' code, which are never errata."""
+    mine = [c for c in records if c.about == "code"]
+    out = ["(released-code)=", "# Notes on the released code", "",
+           f"What the chapters found in the authors' released code ({len(mine)} note{'s' if len(mine) != 1 else ''}). The released code is not "
+           "the paper: a difference between them is reported here, never as an erratum of the paper.", ""]
+    out += [line for c in mine for line in _entry(c, f"**{_md(c.id)}**" + (f" · {_md(c.where)}" if c.where else ""))]
+    if not mine:
+        out.append("No claim about the released code has been recorded.")
     return "\n".join(out) + "\n"
 
 
@@ -336,6 +491,8 @@ def build_book(root: Path, strict: bool = True) -> Path:
     timings = json.loads((build / "timings.json").read_text()) if (build / "timings.json").is_file() else {}
     (src / "book" / "claims.md").write_text(ledger_page(records, names), encoding="utf-8")
     (src / "book" / "errata.md").write_text(errata_page(records), encoding="utf-8")
+    (src / "book" / "reproduction.md").write_text(reproduction_page(records), encoding="utf-8")
+    (src / "book" / "released-code.md").write_text(released_code_page(records), encoding="utf-8")
     (src / "book" / "status.md").write_text(status_page(timings, names), encoding="utf-8")
     cmd = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build", str(src), "--path-output", str(root),
            "--builder", "html"]

@@ -1,30 +1,59 @@
-"""The claims ledger: every checkable statement a chapter makes, with the verdict the book asserts.
+"""The claims ledger: every checkable statement a chapter makes, with the verdict a referee would sign.
 
-A chapter records a claim with :func:`claim`. ``passed`` is computed in the chapter and says whether the
-computation confirms the verdict:
+A chapter records a claim with :func:`claim`. The *verdict* judges the paper's statement as printed, read with
+its hedges ("about", "≈", "may") and the conditions the paper states elsewhere (DESIGN.md, "The claims ledger"):
 
-- ``verdict="holds"``: the paper's statement is true; ``passed`` is the check of the statement.
-- ``verdict="fails"``: the statement is false as printed; ``passed`` is the check that exhibits the
-  failure (a counterexample found, a value off by more than the tolerance).
-- ``verdict="holds-as-corrected"``: the printed statement is wrong but a corrected one (``correction``)
-  holds; ``passed`` is the check of the corrected statement (and, where useful, of the failure).
+================  ====================================================================  ===================
+verdict           meaning                                                               required field
+================  ====================================================================  ===================
+holds             true as printed (a ``remark`` may add precision)
+imprecise         true in substance; a number rounded beyond what its context implies,  ``correction``
+                  or a needed condition only implicit
+typo              an evident slip (index, sign, caption, label) whose intended          ``correction``
+                  statement holds
+false             false as printed and in substance                                     ``correction``
+not-reproduced    an empirical statement our runs do not show, at the stated scale      ``scale``
+inconclusive      our runs cannot separate the effect from noise (``calib.stats``)      ``scale``
+untested          needs compute or data not available here                              ``scale`` + command
+================  ====================================================================  ===================
+
+``about`` says whose statement is judged: ``"paper"`` (the paper's text), ``"code"`` (the authors' released
+code, never an erratum of the paper) or ``"book"`` (the book's own finding that extends a paper). A verdict
+other than *holds* on the paper's text carries ``quote``, the paper's exact words.
+
+``passed`` is computed in the chapter and says whether the computation confirms the verdict: for *holds* the
+check of the statement; for *false* the counterexample or the value off beyond rounding; for *imprecise* and
+*typo* the check of the corrected statement; for *not-reproduced* and *inconclusive* that
+:func:`calib.stats.decide` gave that verdict. An *untested* claim computes nothing and takes ``passed=None``.
 
 A claim whose ``passed`` is False raises :class:`ClaimError`, so a chapter run fails as soon as the book
-stops being true. Each record is appended as one JSON line to the ledger file: ``$CALIB_LEDGER`` when the
-book runner sets it, else ``_build/claims.jsonl`` under the repository root found from the working
-directory, else nowhere (the record is still returned and kept in :data:`RECORDS`).
+stops being true; with ``$CALIB_STRICT=0`` (``calib book run --no-strict``, for reruns at other parameters) it
+is recorded as *not confirmed* and the run goes on. Each record is appended as one JSON line to the ledger
+file: ``$CALIB_LEDGER`` when the book runner sets it, else ``_build/claims.jsonl`` under the repository root
+found from the working directory, else nowhere (the record is still returned and kept in :data:`RECORDS`).
 """
 
 from __future__ import annotations
 
+import html
 import json
 import os
-from dataclasses import asdict, dataclass
+import re
+import sys
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-VERDICTS = ("holds", "fails", "holds-as-corrected")
+#: The graded vocabulary, in the order the pages list it.
+VERDICTS = ("holds", "imprecise", "typo", "false", "not-reproduced", "inconclusive", "untested")
+#: Verdicts that say the printed statement needs a correction.
+CORRECTED = ("imprecise", "typo", "false")
+#: Verdicts about an empirical statement that our runs do not confirm.
+EMPIRICAL = ("not-reproduced", "inconclusive", "untested")
+ABOUT = ("paper", "code", "book")
+#: Keys of ``scale``: what our runs (or the runs that would test an untested claim) are made of.
+SCALE_KEYS = ("data", "model", "epochs", "seeds", "n")
 
 #: Claims recorded in this process, in order.
 RECORDS: list["Claim"] = []
@@ -41,10 +70,34 @@ class Claim:
     where: str
     statement: str
     verdict: str
-    passed: bool
+    passed: bool | None
     evidence: str
     chapter: str
     correction: str = ""
+    about: str = "paper"
+    quote: str = ""
+    remark: str = ""
+    scale: dict = field(default_factory=dict)
+
+    @property
+    def anchor(self) -> str:
+        """The HTML id of the claim's line in its chapter: ``claim-<paper>-<name>``."""
+        return claim_anchor(self.id)
+
+    @property
+    def confirmed(self) -> bool:
+        """True when the computation confirmed the verdict (an untested claim is never confirmed)."""
+        return self.passed is True
+
+    def _repr_html_(self) -> str:  # shown when a cell ends with a claim: the same line claim() displayed
+        return ""
+
+    def __repr__(self) -> str:
+        return f"Claim({self.id!r}, {self.verdict!r})"
+
+
+def claim_anchor(claim_id: str) -> str:
+    return "claim-" + re.sub(r"[^a-z0-9]+", "-", claim_id.lower()).strip("-")
 
 
 def _repo_root(start: Path) -> Path | None:
@@ -68,52 +121,163 @@ def current_chapter() -> str:
     return os.environ.get("CALIB_CHAPTER", "interactive")
 
 
-def claim(id: str, statement: str, *, verdict: str = "holds", passed, evidence: str = "", paper: str | None = None,
-          where: str = "", correction: str = "") -> Claim:
+def strict() -> bool:
+    """Whether a claim that is not confirmed raises (``$CALIB_STRICT`` is not ``0``)."""
+    return os.environ.get("CALIB_STRICT", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _check_text(name: str, value) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string; got {type(value).__name__}.")
+    return value.strip()
+
+
+def _check_scale(scale, verdict: str) -> dict:
+    if scale is None or scale == {}:
+        if verdict in EMPIRICAL:
+            raise ValueError(f"verdict={verdict!r} needs scale=dict({', '.join(k + '=...' for k in SCALE_KEYS)}"
+                             + (", command=...)" if verdict == "untested" else ")")
+                             + ": the data, model, epochs, seeds and N of the runs behind it.")
+        return {}
+    if not isinstance(scale, dict):
+        raise ValueError(f"scale must be a dict with keys {', '.join(SCALE_KEYS)}; got {type(scale).__name__}.")
+    needed = SCALE_KEYS + (("command",) if verdict == "untested" else ())
+    missing = [k for k in needed if k not in scale or scale[k] in (None, "")]
+    if missing:
+        raise ValueError(f"scale is missing {', '.join(missing)}; a {verdict!r} verdict states "
+                         + ("the data, model, epochs, seeds and N it would need and the command that would test it."
+                            if verdict == "untested" else "the data, model, epochs, seeds and N of the runs."))
+    return {str(k): (v.item() if isinstance(v, np.generic) else v) for k, v in scale.items()}
+
+
+def claim(id: str, statement: str, *, verdict: str = "holds", passed=None, evidence: str = "",
+          about: str = "paper", paper: str | None = None, where: str = "", quote: str = "", correction: str = "",
+          remark: str = "", scale: dict | None = None) -> Claim:
     """Record a checkable statement and fail loudly if the computation does not confirm its verdict.
 
     Parameters
     ----------
     id : str
-        ``"<paper>/<short-name>"``, e.g. ``"mukhoti2020/prop2"``; unique within the book.
+        ``"<paper>/<short-name>"``, e.g. ``"mukhoti2020/prop2"``; unique within the book and stable: a
+        re-judged claim keeps its id.
     statement : str
-        The paper's statement, in the paper's words where possible.
-    verdict : {"holds", "fails", "holds-as-corrected"}
-        What the book asserts about the statement.
-    passed : bool
+        What is judged, in the paper's words where possible.
+    verdict : {"holds", "imprecise", "typo", "false", "not-reproduced", "inconclusive", "untested"}
+        The book's judgement of the statement as printed (the module docstring has the table).
+    passed : bool, or None for "untested"
         Computed in the chapter: True when the computation confirms the verdict. Never typed in.
     evidence : str
-        The measured numbers behind ``passed`` (errors, counts, counterexamples).
+        The measured numbers behind ``passed`` (errors, counts, counterexamples, intervals).
+    about : {"paper", "code", "book"}
+        Whose statement: the paper's text, the authors' released code, or the book's own finding.
     paper : str, optional
         Paper key; defaults to the part of ``id`` before the first ``/``.
     where : str
         Location in the paper (section, equation, proposition, table).
+    quote : str
+        The paper's exact words; required for a verdict other than "holds" about the paper.
     correction : str
-        For ``"fails"`` and ``"holds-as-corrected"``: what is true instead.
+        What holds instead; required for "imprecise", "typo" and "false", refused otherwise.
+    remark : str
+        Precision that does not change the verdict (exact values behind a rounded number, a caveat).
+    scale : dict
+        ``data``, ``model``, ``epochs``, ``seeds``, ``n`` of the runs behind an empirical verdict
+        ("not-reproduced", "inconclusive"); for "untested" the runs it needs and ``command``.
     """
     if not isinstance(id, str) or "/" not in id:
         raise ValueError(f"id must look like 'paper/name'; got {id!r}.")
     if verdict not in VERDICTS:
         raise ValueError(f"verdict={verdict!r} is not supported; choose one of {', '.join(map(repr, VERDICTS))}.")
-    if isinstance(passed, (np.ndarray,)) and passed.shape != ():
-        raise ValueError("passed must be a single boolean; reduce the array with .all() or .any() first.")
-    if not isinstance(passed, (bool, np.bool_)):
-        raise ValueError(f"passed must be a boolean computed by the chapter; got {type(passed).__name__}.")
+    if about not in ABOUT:
+        raise ValueError(f"about={about!r} is not supported; choose 'paper' (the paper's text), 'code' (the "
+                         "authors' released code) or 'book' (the book's own finding).")
+    statement, evidence, where, quote, correction, remark = (
+        _check_text(n, v) for n, v in (("statement", statement), ("evidence", evidence), ("where", where),
+                                        ("quote", quote), ("correction", correction), ("remark", remark)))
+    if not statement:
+        raise ValueError("statement is empty; say what is judged.")
+    if verdict in CORRECTED and not correction:
+        raise ValueError(f"verdict={verdict!r} needs correction=...: what holds instead of the printed statement.")
+    if verdict not in CORRECTED and correction:
+        raise ValueError(f"correction is only for 'imprecise', 'typo' and 'false'; a {verdict!r} claim "
+                         "puts added precision in remark=... instead.")
+    if about == "paper" and verdict != "holds" and not quote:
+        raise ValueError(f"a {verdict!r} verdict on the paper needs quote=...: the paper's exact words.")
+    scale = _check_scale(scale, verdict)
+    if verdict == "untested":
+        if passed is not None:
+            raise ValueError("an 'untested' claim computes nothing: leave passed=None.")
+    else:
+        if passed is None:
+            raise ValueError("passed is required: the boolean the chapter computed (None only for 'untested').")
+        if isinstance(passed, np.ndarray) and passed.shape != ():
+            raise ValueError("passed must be a single boolean; reduce the array with .all() or .any() first.")
+        if not isinstance(passed, (bool, np.bool_)):
+            raise ValueError(f"passed must be a boolean computed by the chapter; got {type(passed).__name__}.")
+        passed = bool(passed)
     record = Claim(id=id, paper=paper or id.split("/", 1)[0], where=where, statement=statement, verdict=verdict,
-                   passed=bool(passed), evidence=evidence, chapter=current_chapter(), correction=correction)
+                   passed=passed, evidence=evidence, chapter=current_chapter(), correction=correction,
+                   about=about, quote=quote, remark=remark, scale=scale)
     RECORDS.append(record)
     path = ledger_path()
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(asdict(record)) + "\n")
-    mark = "ok" if record.passed else "FAILED"
-    print(f"[claim {mark}] {id} ({verdict}): {evidence}")
-    if not record.passed:
+    _show(record)
+    if record.passed is False and strict():
         raise ClaimError(
             f"claim {id!r} asserts {verdict!r} but the computation does not confirm it: {evidence or statement}"
         )
     return record
+
+
+def status_word(record: Claim) -> str:
+    """``ok`` (confirmed), ``FAILED`` (not confirmed) or ``untested`` (nothing computed)."""
+    return "untested" if record.passed is None else ("ok" if record.passed else "FAILED")
+
+
+def _show(record: Claim) -> None:
+    """Print the ``[claim ok]`` line; in a notebook, as HTML carrying the claim's anchor for the ledger pages."""
+    text = f"[claim {status_word(record)}] {record.id} ({record.verdict}, about the {record.about}): {record.evidence}"
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    if shell is None or "IPKernelApp" not in getattr(shell, "config", {}):
+        print(text)
+        return
+    from IPython.display import display
+
+    display({"text/html": f'<div class="claim-line claim-{status_word(record).lower()}" id="{record.anchor}">'
+                          f'<code>{html.escape(text)}</code></div>',
+             "text/plain": text}, raw=True, metadata={"claim": record.id})
+
+
+_FOLD = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-", "\u2014": "-",
+                       "\u2212": "-", "\ufb01": "fi", "\ufb02": "fl", "\ufb00": "ff", "\ufb03": "ffi", "\u00a0": " "})
+
+
+def _normalise(text: str) -> str:
+    text = text.translate(_FOLD)
+    text = re.sub(r"(\w)-\s*\n\s*(\w)", r"\1\2", text)          # hyphenation at a line end
+    return " ".join(text.split())
+
+
+def quote_in_text(quote: str, text: str) -> bool:
+    """Whether ``quote`` occurs in ``text`` (a paper's extracted text), up to whitespace, hyphenation at line ends,
+    typographic quotes and ligatures. An ellipsis (``...`` or ``…``) in the quote stands for omitted words: the
+    parts must occur in order."""
+    body = _normalise(text)
+    parts = [_normalise(p) for p in re.split(r"\.\.\.|\u2026", quote)]
+    pos = 0
+    for part in (p for p in parts if p):
+        found = body.find(part, pos)
+        if found < 0:
+            unhyphenated = body.find(part.replace("- ", ""), pos)
+            if unhyphenated < 0:
+                return False
+            found = unhyphenated
+        pos = found + 1
+    return True
 
 
 def read_ledger(path: str | os.PathLike) -> list[Claim]:
@@ -122,10 +286,10 @@ def read_ledger(path: str | os.PathLike) -> list[Claim]:
     if not path.is_file():
         return []
     latest: dict[tuple[str, str], Claim] = {}
+    names = set(Claim.__dataclass_fields__)
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.strip():
-            data = json.loads(line)
-            data.setdefault("correction", "")
+            data = {k: v for k, v in json.loads(line).items() if k in names}
             rec = Claim(**data)
             latest[(rec.id, rec.chapter)] = rec
     return list(latest.values())

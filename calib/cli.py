@@ -31,6 +31,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"), default=[],
                      help="override a chapter parameter, e.g. -p seed 3 (values are Python literals)")
     run.add_argument("--keep-going", action="store_true", help="run the remaining chapters after a failure")
+    run.add_argument("--no-strict", action="store_true",
+                     help="record a claim the computation does not confirm (e.g. at other parameters) as 'not "
+                          "confirmed' in the ledger and go on, instead of stopping the chapter")
     build = book_commands.add_parser("build", help="render the executed chapters with jupyter-book")
     build.add_argument("--no-strict", action="store_true", help="do not turn Sphinx warnings into errors")
     _add_train_parser(commands)
@@ -99,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         root = book.repo_root() if args.command == "book" else None   # `calib train` runs anywhere
         if args.command == "book" and args.book_command == "run":
             params = {name: _parse_value(value) for name, value in args.parameter}
-            book.run_book(root, profile=args.profile, only=args.only, parameters=params, keep_going=args.keep_going)
+            book.run_book(root, profile=args.profile, only=args.only, parameters=params, keep_going=args.keep_going,
+                          strict=not args.no_strict)
         elif args.command == "book" and args.book_command == "build":
             book.build_book(root, strict=not args.no_strict)
         elif args.command == "train":

@@ -35,14 +35,73 @@ def test_a_claim_that_is_not_confirmed_raises_but_is_still_recorded(ledger):
 @pytest.mark.parametrize("bad, match", [
     (dict(id="noslash"), "paper/name"),
     (dict(verdict="true"), "verdict"),
+    (dict(verdict="fails"), "verdict"),                        # the old vocabulary is gone
+    (dict(verdict="holds-as-corrected"), "verdict"),
     (dict(passed="yes"), "passed must be a boolean"),
     (dict(passed=np.array([True, False])), "single boolean"),
+    (dict(passed=None), "passed is required"),
+    (dict(about="authors"), "about"),
+    (dict(statement=" "), "statement is empty"),
+    (dict(verdict="false", quote="q"), "needs correction"),
+    (dict(verdict="imprecise", quote="q"), "needs correction"),
+    (dict(verdict="typo", quote="q"), "needs correction"),
+    (dict(correction="it is 2"), "correction is only for"),
+    (dict(verdict="typo", correction="c"), "needs quote"),
+    (dict(verdict="not-reproduced", quote="q"), "needs scale"),
+    (dict(verdict="inconclusive", quote="q", scale=dict(data="d", model="m", epochs=3, seeds=3)), "missing n"),
+    (dict(verdict="inconclusive", quote="q", scale="small"), "scale must be a dict"),
+    (dict(verdict="untested", quote="q", passed=None, scale=dict(data="d", model="m", epochs=3, seeds=3, n=10)),
+     "missing command"),
+    (dict(verdict="untested", quote="q", passed=True,
+          scale=dict(data="d", model="m", epochs=3, seeds=3, n=10, command="calib train ...")), "leave passed=None"),
 ])
 def test_bad_claim_arguments_are_named(ledger, bad, match):
     kwargs = dict(id="paper/x", statement="s", passed=True)
     kwargs.update(bad)
     with pytest.raises(ValueError, match=match):
         claim(**kwargs)
+    assert not ledger.exists()
+
+
+SCALE = dict(data="Fashion-MNIST, 10k images", model="MLP", epochs=20, seeds=3, n=10_000)
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(verdict="holds", remark="exactly 0.4005"),
+    dict(verdict="imprecise", quote="about 0.4", correction="0.4005"),
+    dict(verdict="typo", quote="Eq. 3", correction="Eq. 4"),
+    dict(verdict="false", quote="always", correction="not for K = 2"),
+    dict(verdict="false", about="code", correction="the code bins by the centre"),
+    dict(verdict="holds", about="book"),
+    dict(verdict="not-reproduced", quote="rises", scale=SCALE),
+    dict(verdict="inconclusive", quote="rises", scale=SCALE),
+    dict(verdict="untested", quote="rises", passed=None, scale={**SCALE, "command": "calib train --data cifar10"}),
+])
+def test_every_verdict_with_its_required_fields_is_recorded(ledger, kwargs):
+    kwargs = {"passed": True, **kwargs}
+    rec = claim("paper/x", "s", **kwargs)
+    (back,) = read_ledger(ledger)
+    assert back == rec
+    assert back.verdict == kwargs["verdict"]
+    assert back.confirmed is (kwargs["passed"] is True)
+
+
+def test_an_untested_claim_prints_untested_and_does_not_raise(ledger, capsys):
+    rec = claim("paper/u", "needs CIFAR", verdict="untested", about="book",
+                scale={**SCALE, "command": "calib train --data cifar10 ..."})
+    assert rec.passed is None and "[claim untested] paper/u" in capsys.readouterr().out
+
+
+def test_non_strict_mode_records_a_failed_claim_and_goes_on(ledger, monkeypatch, capsys):
+    monkeypatch.setenv("CALIB_STRICT", "0")
+    rec = claim("paper/wrong", "1 + 1 = 3", passed=(1 + 1 == 3), evidence="1 + 1 = 2")
+    assert rec.passed is False and "[claim FAILED] paper/wrong" in capsys.readouterr().out
+    (back,) = read_ledger(ledger)
+    assert back.passed is False
+
+
+def test_claim_anchor_is_a_valid_html_id():
+    assert claims.claim_anchor("mukhoti2020/sec3.3-protocol") == "claim-mukhoti2020-sec3-3-protocol"
 
 
 def test_numpy_bools_are_accepted(ledger):
@@ -69,3 +128,21 @@ def test_ledger_path_defaults_to_the_repository_build_folder(monkeypatch, tmp_pa
     (tmp_path / "sub").mkdir()
     monkeypatch.chdir(tmp_path / "sub")
     assert claims.ledger_path() == tmp_path / "_build" / "claims.jsonl"
+
+
+PAPER_TEXT = """We show that focal loss can be in-
+terpreted as a trade-off between minimising the KL diver-
+gence and increasing the entropy. The ﬁnal layer’s weights
+"""
+
+
+@pytest.mark.parametrize("quote, found", [
+    ("focal loss can be interpreted as a trade-off", True),          # hyphenation at a line end
+    ("minimising the KL divergence and increasing the entropy.", True),
+    ("The final layer's weights", True),                            # ligature and typographic apostrophe
+    ("We show that focal loss ... increasing the entropy", True),    # an ellipsis stands for omitted words
+    ("increasing the entropy ... We show", False),                  # parts out of order
+    ("focal loss can be interpreted as a compromise", False),
+])
+def test_quote_in_text(quote, found):
+    assert claims.quote_in_text(quote, PAPER_TEXT) is found
