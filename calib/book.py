@@ -416,12 +416,14 @@ def errata_page(records: list[claims_module.Claim]) -> str:
         for paper in _paper_order(mine):
             out += [f"### {PAPERS.get(paper, paper)}", ""]
             for c in (c for c in mine if c.paper == paper):
-                out += [f"**{_md(c.where) or _md(c.id)}** ({_md(c.id)})", "",
+                out += [f"**{_md(c.where) or _md(c.id)}** ({_md(c.id)}): {_md(c.statement)}", "",
                         f"> {_md(c.quote)}", "",
                         f"*What holds:* {_md(c.correction)} ({_cell_link(c, 'computation')}, "
                         f"{_chapter_link(c.chapter)})", ""]
                 if c.remark:
                     out += [f"*Remark:* {_md(c.remark)}", ""]
+                if c.evidence:
+                    out += [f"*Evidence:* {_md(c.evidence)}", ""]
     if not wrong:
         out.append("No statement has been found wrong so far.")
     return "\n".join(out) + "\n"

@@ -800,14 +800,47 @@ def _check_map_gamma(gamma) -> float:
     if isinstance(gamma, np.ndarray) and gamma.ndim == 0:
         gamma = gamma.item()
     if isinstance(gamma, (bool, np.bool_)) or not isinstance(gamma, numbers.Real):
-        raise ValueError(f"gamma must be a single real number > -1; got {gamma!r}. Call focal_map once per gamma.")
+        raise ValueError(f"gamma must be a single real number >= -1; got {gamma!r}. Call focal_map once per gamma.")
     value = float(gamma)
-    if not np.isfinite(value) or value <= -1:
-        raise ValueError(
-            f"gamma must be a finite number > -1; got {gamma!r}. For gamma <= -1 the focal 'gradient factor' "
-            f"g(p, gamma) = (1-p)^(gamma-1) [(1-p) - gamma p log p] is negative near p = 1, so p / g is not a "
-            f"probability weight (Komisarenko & Kull 2024 use gamma in (-1, 0) for focal temperature scaling).")
+    if not np.isfinite(value) or value < -1:
+        raise ValueError(f"gamma must be a finite number >= -1; got {gamma!r}. {_MAP_DOMAIN}")
     return value
+
+
+def _log_one_minus_r(rest, log_rest):
+    """log(1 - r) at p = 1 / (1 + S), for S = ``rest`` = (1 - p) / p >= 0 with log S = ``log_rest``.
+
+    There r = log1p(S) / S, so ``1 - r = (S - log1p(S)) / S``: for S < 0.1 (p > 0.91, where 1 - r ~ S / 2
+    would cancel) it is ``S * (1/2 - S/3 + S^2/4 - ...)`` by Horner (18 terms, error < 0.1^18), in log space,
+    so that it stays exact as p -> 1 and S underflows; above, ``log1p(-r)`` with 1 - r >= 0.047.
+    """
+    rest = np.asarray(rest)
+    small = rest < 0.1
+    s_small = np.where(small, rest, 0)
+    acc = np.zeros_like(s_small)
+    for k in range(19, 1, -1):
+        acc = acc * s_small + (-1.0) ** k / k
+    s_big = np.where(small, 1, rest)
+    return np.where(small, log_rest + np.log(acc), np.log1p(-np.log1p(s_big) / s_big))
+
+
+def _log1p_gamma_r_negative(gamma, log_one_minus_r):
+    """log(1 + gamma r) for gamma in [-1, 0), as ``log((1 + gamma) + (-gamma)(1 - r))``.
+
+    Both terms are >= 0, so nothing cancels when r -> 1 (p -> 1); at gamma = -1 it is log(1 - r), which
+    tends to -inf like log((1 - p) / 2), and the weight p / g stays finite (it tends to 2).
+    """
+    with np.errstate(divide="ignore"):
+        return np.logaddexp(np.log1p(gamma), np.log(-gamma) + log_one_minus_r)
+
+
+#: Why the focal calibration map needs gamma >= -1 (the message of every domain check of the map).
+_MAP_DOMAIN = ("The map weighs class j by v_j / g(v_j, gamma), with g(v, gamma) = (1-v)^gamma (1 + gamma r(v)) and "
+               "r(v) = -v log v / (1 - v) increasing from 0 to 1 on (0, 1). For gamma >= -1, 1 + gamma r > 0 on [0, 1) "
+               "and the weight is positive and finite (at gamma = -1 it tends to 2 as v -> 1); for gamma < -1, "
+               "1 + gamma r changes sign at r = -1/gamma < 1, so v / g is negative for v near 1 and is not a "
+               "probability weight. (Komisarenko & Kull 2024 use gamma_ev in {-0.5, -0.25}; their released code "
+               "also gamma = -1.)")
 
 
 #: Rows of focal_map are processed in blocks of about this many entries, so that the temporaries stay in cache.
@@ -847,7 +880,10 @@ def _focal_map_block(z: np.ndarray, gamma: float, out: np.ndarray) -> None:
     with np.errstate(over="ignore"):
         r.reshape(-1)[flat] = np.where(small, 1.0, lse * np.exp(-np.where(small, 0.0, log_rest)))
     r *= gamma
-    np.log1p(r, out=r)                                # log(1 + gamma r)
+    with np.errstate(divide="ignore", invalid="ignore"):   # gamma = -1, r_top = 1 (or 1 + ulp): replaced below
+        np.log1p(r, out=r)                            # log(1 + gamma r)
+    if gamma < 0:                                     # 1 + gamma r_top -> 1 + gamma as v_top -> 1: without cancellation
+        r.reshape(-1)[flat] = _log1p_gamma_r_negative(gamma, _log_one_minus_r(rest, log_rest))
     log_1mv *= gamma
     log_h = log_v                                     # log h = log v - log g, log g = gamma log(1-v) + log(1 + gamma r)
     log_h -= log_1mv
@@ -884,7 +920,21 @@ def _focal_map_torch(z, gamma: float):
     safe = torch.where(small, torch.zeros_like(log_rest), log_rest)
     r_top = torch.where(small, torch.ones_like(log_rest), torch.nn.functional.softplus(safe) * torch.exp(-safe))
     r = torch.where(is_top, r_top, -v * log_v / (1 - v))
-    log_h = log_v - gamma * log_1mv - torch.log1p(gamma * r)
+    if gamma >= 0:
+        log1p_gr = torch.log1p(gamma * r)
+    else:                                          # as in _focal_map_block: 1 + gamma r_top without cancellation
+        rest = torch.exp(log_rest)
+        below = rest < 0.1
+        s_small = torch.where(below, rest, torch.zeros_like(rest))
+        acc = torch.zeros_like(rest)
+        for k in range(19, 1, -1):
+            acc = acc * s_small + (-1.0) ** k / k
+        s_big = torch.where(below, torch.ones_like(rest), rest)
+        log_1mr = torch.where(below, log_rest + torch.log(acc), torch.log1p(-torch.log1p(s_big) / s_big))
+        top_term = log_1mr if gamma == -1 else torch.logaddexp(torch.full_like(log_1mr, float(np.log1p(gamma))),
+                                                                 float(np.log(-gamma)) + log_1mr)
+        log1p_gr = torch.where(is_top, top_term, torch.log1p(gamma * torch.where(is_top, torch.zeros_like(r), r)))
+    log_h = log_v - gamma * log_1mv - log1p_gr
     return torch.softmax(log_h, dim=1)
 
 
@@ -896,7 +946,7 @@ def focal_map(logits, gamma):
     factor g(v, gamma) of :func:`gradient_factor`. For gamma >= 0 it maps the focal risk minimiser back to
     the class posterior, ``eta = Psi^gamma(q^{gamma,*})`` (Charoenphakdee et al. 2021, Thm. 11, Eqs. 11-13);
     it is Komisarenko & Kull (2024)'s focal calibration map (Eq. 1), ``p_k`` proportional to
-    ``1 / FL'(q_k)``, which they also use with gamma in (-1, 0) for focal temperature scaling.
+    ``1 / FL'(q_k)``, which they also use with gamma in [-1, 0) for focal temperature scaling.
 
     Parameters
     ----------
@@ -904,7 +954,8 @@ def focal_map(logits, gamma):
         Finite scores; ``v = softmax(logits)`` is the network's output (pass ``log(v)`` for probabilities
         without zeros).
     gamma : float
-        Focal parameter, > -1. ``gamma = 0`` gives softmax(logits) (Psi^0 is the identity).
+        Focal parameter, >= -1. ``gamma = 0`` gives softmax(logits) (Psi^0 is the identity). For gamma < -1 the
+        weight v / phi^gamma(v) turns negative near v = 1, and the map does not exist.
 
     Returns
     -------
@@ -916,7 +967,7 @@ def focal_map(logits, gamma):
     Raises
     ------
     ValueError
-        For logits that are not a finite (N, K) array with K >= 2, or gamma <= -1.
+        For logits that are not a finite (N, K) array with K >= 2, or gamma < -1.
 
     Notes
     -----
@@ -926,7 +977,9 @@ def focal_map(logits, gamma):
     saturated output (float32 softmax of logits (20, 0, 0) is exactly (1, 0, 0), where the printed formula
     gives nan) still maps to finite probabilities summing to 1, and a numerically one-hot row stays
     one-hot (the paper's convention). Since h is increasing (gamma >= 0; Prop. 12), the argmax is kept; for
-    gamma in (-1, 0), h is not monotone, but the argmax is still kept (the tests check it).
+    gamma in [-1, 0), h is not monotone, but the argmax is still kept (the tests check it). For gamma < 0 the
+    top class's ``log(1 + gamma r)`` is evaluated as ``log((1 + gamma) + (-gamma)(1 - r))`` with ``1 - r`` from a
+    series, so gamma = -1, where ``1 + gamma r_top -> 0`` as v_top -> 1, stays exact.
     The inverse map (from eta back to q^{gamma,*}) is :func:`focal_optimal_prediction`.
     """
     gamma = _check_map_gamma(gamma)
@@ -1114,13 +1167,11 @@ __all__ += ["log_f_gamma", "focal_calibration_logit", "effective_inverse_tempera
 
 
 def _as_map_gammas(gamma, name: str = "gamma") -> np.ndarray:
-    """gamma as a float array, every value > -1 (the domain of the focal calibration map)."""
+    """gamma as a float array, every value >= -1 (the domain of the focal calibration map)."""
     arr = as_float_array(gamma, name)
-    if np.any(arr <= -1):
-        bad = arr[arr <= -1].ravel()[0]
-        raise ValueError(f"{name} must be > -1; found {bad!r}. For gamma <= -1 the factor 1 + gamma r of g changes "
-                         f"sign, so p / g(p, gamma) is not a probability weight (Komisarenko & Kull 2024, Sec. 4.2 "
-                         f"use gamma in (-1, 0)).")
+    if np.any(arr < -1):
+        bad = arr[arr < -1].ravel()[0]
+        raise ValueError(f"{name} must be >= -1; found {bad!r}. {_MAP_DOMAIN}")
     return arr
 
 
@@ -1140,7 +1191,7 @@ def log_f_gamma(s, gamma):
     s : array_like
         Logits (finite).
     gamma : array_like
-        Focal parameters, > -1; broadcasts against ``s``.
+        Focal parameters, >= -1; broadcasts against ``s``.
 
     Returns
     -------
@@ -1152,7 +1203,13 @@ def log_f_gamma(s, gamma):
     gamma = _as_map_gammas(gamma)
     s, gamma = np.broadcast_arrays(s, gamma)
     a = np.abs(s)                                 # log f is odd: evaluate at |s| so that the result is exactly odd
-    return _scalar_or_array(np.sign(s) * (np.log1p(gamma * _r_of_logit(a)) - np.log1p(gamma * _r_of_logit(-a))))
+    with np.errstate(divide="ignore", invalid="ignore"):   # gamma = -1 and r(a) = 1: replaced just below
+        up = np.log1p(gamma * _r_of_logit(a))     # log(1 + gamma r(|s|)), r(|s|) in [log 2, 1)
+    negative = gamma < 0
+    if np.any(negative):                          # 1 + gamma r(|s|) -> 1 + gamma: without cancellation
+        safe = np.where(negative, gamma, -0.5)
+        up = np.where(negative, _log1p_gamma_r_negative(safe, _log_one_minus_r(np.exp(-a), -a)), up)
+    return _scalar_or_array(np.sign(s) * (up - np.log1p(gamma * _r_of_logit(-a))))
 
 
 def focal_calibration_logit(s, gamma):
@@ -1170,7 +1227,7 @@ def focal_calibration_logit(s, gamma):
     s : array_like
         Logits (finite).
     gamma : array_like
-        Focal parameters, > -1 (gamma = 0 gives the identity); broadcasts against ``s``.
+        Focal parameters, >= -1 (gamma = 0 gives the identity); broadcasts against ``s``.
 
     Returns
     -------
@@ -1196,7 +1253,7 @@ def effective_inverse_temperature(s, gamma):
     s : array_like
         Logits; s = 0 returns the limit.
     gamma : array_like
-        Focal parameters, > -1; broadcasts against ``s``.
+        Focal parameters, >= -1; broadcasts against ``s``.
 
     Notes
     -----
@@ -1334,7 +1391,7 @@ def ts_distance(gamma, temperature, n_classes: int = 2, *, logit_range: float | 
     Parameters
     ----------
     gamma : array_like
-        Focal parameters, > -1.
+        Focal parameters, >= -1.
     temperature : array_like
         Temperatures, > 0; broadcasts against ``gamma``.
     n_classes, logit_range, step
@@ -1445,7 +1502,7 @@ def top_label_gain(logits, gamma):
     ----------
     logits : array_like, shape (N, K)
     gamma : float
-        Focal parameter, > -1.
+        Focal parameter, >= -1.
 
     Returns
     -------

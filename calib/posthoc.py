@@ -19,7 +19,7 @@ from scipy.special import expit, log_softmax, softmax
 
 from calib import metrics
 from calib._validate import as_float_array, as_logits_labels, as_scores, check_choice, check_int, check_positive
-from calib.focal import focal_map
+from calib.focal import _MAP_DOMAIN, _log1p_gamma_r_negative, _log_one_minus_r, focal_map
 
 #: Mukhoti et al. (2020)'s temperature grid (official code, ``temperature_scaling.py``): 0.1, 0.2, ..., 10.0.
 MUKHOTI_GRID = np.round(np.arange(1, 101) * 0.1, 10)
@@ -290,6 +290,7 @@ def _fts_block(data: _FTSData, lo: int, hi: int, beta: float, gammas: np.ndarray
     rows = np.arange(hi - lo)
     yo = data.y_other[lo:hi]
     row.lse[lo:hi], row.log_1mq_top[lo:hi], row.r_top[lo:hi] = lse, log_ratio - lse, r_top
+    row.ratio[lo:hi], row.log_ratio[lo:hi] = ratio, log_ratio
     row.log_q_y[lo:hi] = data.d_y[lo:hi] * beta - lse
     row.log_1mq_y[lo:hi] = log_1mq[rows, yo]
     row.r_y[lo:hi] = q[rows, yo] * b[rows, yo]
@@ -308,14 +309,20 @@ class _RowTerms:
     """Per-row quantities of one temperature that do not depend on gamma (filled block by block)."""
 
     def __init__(self, n: int):
-        for name in ("lse", "log_1mq_top", "r_top", "log_q_y", "log_1mq_y", "r_y"):
+        for name in ("lse", "log_1mq_top", "r_top", "ratio", "log_ratio", "log_q_y", "log_1mq_y", "r_y"):
             setattr(self, name, np.empty(n))
 
 
 def _fts_top_and_label(data: _FTSData, row: _RowTerms, total: np.ndarray, gammas: np.ndarray):
     """From S = sum of the non-top weights (G, N): the top-label confidence and the label's log-probability."""
     gam = gammas[:, None]
-    log_w_top = -row.lse - gam * row.log_1mq_top - np.log1p(gam * row.r_top)
+    with np.errstate(divide="ignore", invalid="ignore"):   # gamma = -1 and r_top = 1: replaced just below
+        log1p_gr_top = np.log1p(gam * row.r_top)
+    negative = gammas < 0
+    if negative.any():                                 # 1 + gamma r_top -> 1 + gamma as q_top -> 1: no cancellation
+        log_1mr = _log_one_minus_r(row.ratio, row.log_ratio)
+        log1p_gr_top[negative] = _log1p_gamma_r_negative(gam[negative], log_1mr[None, :])
+    log_w_top = -row.lse - gam * row.log_1mq_top - log1p_gr_top
     with np.errstate(divide="ignore"):
         gap = np.log(total) - log_w_top                # log(S / w_top); -inf when every other class underflows
     conf = expit(-gap)
@@ -392,9 +399,9 @@ def _fts_grid(data: _FTSData, gammas: np.ndarray, temperatures: np.ndarray, obje
 
 def _as_gamma_grid(gammas) -> np.ndarray:
     arr = as_float_array(gammas, "gammas", ndim=1)
-    if arr.size == 0 or np.any(arr <= -1):
-        raise ValueError(f"gammas must be a non-empty 1-D array of values > -1 (the focal calibration map is defined "
-                         f"for gamma > -1); got {arr!r}.")
+    if arr.size == 0 or np.any(arr < -1):
+        raise ValueError(f"gammas must be a non-empty 1-D array of values >= -1 (the domain of the focal calibration "
+                         f"map); got {arr!r}. {_MAP_DOMAIN}")
     return arr
 
 
@@ -419,7 +426,7 @@ def focal_temperature_scores(logits, labels, gammas=None, temperatures=None, obj
     logits : array_like or torch.Tensor, shape (N, K)
     labels : array_like or torch.Tensor, shape (N,)
     gammas : array_like, optional
-        1-D, each > -1 (gamma = 0 is plain temperature scaling). Default :data:`KOMISARENKO_GAMMAS`.
+        1-D, each >= -1 (gamma = 0 is plain temperature scaling). Default :data:`KOMISARENKO_GAMMAS`.
     temperatures : array_like, optional
         1-D, positive. Default :data:`KOMISARENKO_TEMPERATURES`.
     objective : {"ece", "nll"}
@@ -449,7 +456,7 @@ class FocalTemperatureScaling:
 
     Komisarenko & Kull (2024), Sec. 4.2: temperature scaling followed by the focal calibration map of Eq. 1
     (:func:`calib.focal.focal_map`) with an "evaluation" gamma that may differ from the training gamma and may be
-    negative (gamma > -1). Sec. 5.1's protocol: choose (gamma, T) minimising the validation ECE (15 equal-mass
+    negative (gamma >= -1). Sec. 5.1's protocol: choose (gamma, T) minimising the validation ECE (15 equal-mass
     bins) for the ECE column, or the validation NLL for the log-loss column.
 
     Parameters
@@ -459,7 +466,7 @@ class FocalTemperatureScaling:
     n_bins : int
         Bins of the ECE objective (the paper: 15).
     gammas : array_like, optional
-        The gamma grid (> -1). Default :data:`KOMISARENKO_GAMMAS`, the paper's nine values, which leave out
+        The gamma grid (>= -1). Default :data:`KOMISARENKO_GAMMAS`, the paper's nine values, which leave out
         gamma = 0 (plain TS), so FTS does not contain TS; pass a grid with 0 to nest it.
     temperatures : array_like, optional
         The T grid (> 0). Default :data:`KOMISARENKO_TEMPERATURES`, 0.01, ..., 5.00.
@@ -505,7 +512,7 @@ class FocalTemperatureScaling:
         self.search = check_choice(search, "search", self.SEARCHES)
         anchors = _as_gamma_grid(anchors)
         if anchors.shape != (2,) or anchors[0] == anchors[1]:
-            raise ValueError(f"anchors must be two different gammas (> -1), e.g. (0.0, 1.0); got {anchors!r}.")
+            raise ValueError(f"anchors must be two different gammas (>= -1), e.g. (0.0, 1.0); got {anchors!r}.")
         self.anchors = anchors
         self.gamma: float | None = None
         self.temperature: float | None = None

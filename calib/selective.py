@@ -53,6 +53,7 @@ __all__ = [
     "paper_tables",
     "properness_toy",
     "smoothed_cdf",
+    "sup_binned_brute_force",
     "sup_binned_cwece",
     "sup_binned_ece",
 ]
@@ -99,6 +100,47 @@ def sup_binned_cwece(probs, labels) -> float:
     p, y, _, _ = as_probs_labels_top(probs, labels)
     n, k = p.shape
     return float(2.0 * np.sum(1.0 - p[np.arange(n), y]) / (n * k))
+
+
+def _set_partitions(items: list):
+    """Every partition of ``items`` into non-empty blocks (Bell(n) of them; for small n only)."""
+    if not items:
+        yield []
+        return
+    first, rest = items[0], items[1:]
+    for part in _set_partitions(rest):
+        for j in range(len(part)):
+            yield part[:j] + [[first] + part[j]] + part[j + 1:]
+        yield [[first]] + part
+
+
+def sup_binned_brute_force(probs, labels, max_n: int = 8) -> tuple[float, float]:
+    r"""The suprema of Lemma 4.1 and Prop. 4.3 by enumerating every binning scheme (small n only).
+
+    A reference for :func:`sup_binned_ece` and :func:`sup_binned_cwece` that does not use the singleton
+    argument: the top-label ECE of Def. 3.6, :math:`\sum_b \frac{n_b}{n}|\mathrm{acc}_b - \mathrm{conf}_b|`, is
+    maximised over all partitions of the sample indices, and the class-wise ECE of Eq. 18 over a partition per
+    class (the classes' terms are independent, so each is maximised on its own). Predictions are the argmax
+    (first maximum).
+
+    Returns
+    -------
+    (sup_ece, sup_cwece) : tuple of float
+    """
+    p, y, pred, conf = as_probs_labels_top(probs, labels)
+    n, k = p.shape
+    if n > max_n:
+        raise ValueError(f"brute force enumerates Bell(n) partitions; n = {n} exceeds max_n = {max_n}.")
+    parts = list(_set_partitions(list(range(n))))
+    correct = (pred == y).astype(np.float64)
+
+    def best(a, c):  # max over partitions of sum_b |sum_{i in b} (a_i - c_i)| / n
+        d = (a - c).tolist()
+        return max(sum(abs(sum(d[i] for i in b)) for b in part) for part in parts) / n
+
+    sup_ece = best(correct, conf)
+    sup_cw = sum(best((y == c).astype(np.float64), p[:, c]) for c in range(k)) / k
+    return sup_ece, sup_cw
 
 
 def ece_abstain_map(probs, accept):

@@ -82,11 +82,60 @@ def test_fc_vectorised_and_validated():
     out = focal_calibration_logit(np.ones((3, 1)), np.array([0.5, 1, 2]))
     assert out.shape == (3, 3)
     assert isinstance(focal_calibration_logit(1.0, 1.0), np.floating)
-    for bad in [-1, -2, np.nan]:
+    for bad in [-1.5, -1 - 1e-9, -2, np.nan]:
         with pytest.raises(ValueError, match="gamma"):
             focal_calibration_logit(1.0, bad)
+    with pytest.raises(ValueError, match=r">= -1"):
+        ts_distance(-1.5, 1.0)
     with pytest.raises(ValueError, match="s"):
         focal_calibration_logit([np.inf], 1)
+
+
+def test_fc_at_gamma_minus_one():
+    """gamma = -1 is in the domain: logit FC(s) = -log f_{-1}(s) -> s + log 2 as s -> inf (mpmath reference)."""
+    import mpmath
+
+    mpmath.mp.dps = 150                                   # 1 - sigmoid(200) = 1e-87 must stay representable
+
+    def logit_fc(s, g):
+        q = 1 / (1 + mpmath.exp(-mpmath.mpf(s)))
+        h = lambda v: v / ((1 - v) ** g * (1 - g * v * mpmath.log(v) / (1 - v)))      # noqa: E731
+        return float(mpmath.log(h(q) / h(1 - q)))
+
+    for g in [-1.0, -1 + 1e-9, -0.5]:
+        for s in [1e-3, 0.5, 5.0, 30.0, 200.0]:
+            assert focal_calibration_logit(s, g) == pytest.approx(logit_fc(s, g), rel=1e-13)
+            assert focal_calibration_logit(-s, g) == -focal_calibration_logit(s, g)
+    s = np.array([40.0, 700.0, 1e5])
+    np.testing.assert_allclose(focal_calibration_logit(s, -1.0), s + np.log(2), rtol=1e-15)
+    np.testing.assert_allclose(expit(focal_calibration_logit(s[:1] - 35, -1.0)),
+                               focal_map(np.array([[5.0, 0.0]]), -1.0)[:, 0], rtol=1e-14)
+    z = focal_calibration_logit(np.linspace(-50, 50, 2001), -1.0)
+    assert np.all(np.isfinite(z)) and np.all(np.diff(z) > 0)
+
+
+def test_fts_grid_at_gamma_minus_one():
+    """FocalTemperatureScaling accepts gamma_ev = -1 (the released code's grid has it) and refuses gamma < -1."""
+    from calib import metrics
+    from calib.posthoc import FocalTemperatureScaling, focal_temperature_scores
+
+    rng = np.random.default_rng(5)
+    z = rng.normal(size=(600, 5)) * rng.uniform(0.3, 8.0, size=(600, 1))
+    z[:10] *= 30                                                   # saturated rows: 1 + gamma r_top -> 0
+    y = rng.integers(0, 5, 600)
+    temps = np.array([0.3, 1.0, 2.0])
+    for objective, metric, rows in [("ece", metrics.adaptive_ece, slice(None)), ("nll", metrics.nll, slice(10, None))]:
+        grid = focal_temperature_scores(z[rows], y[rows], [-1.0], temps, objective=objective)[0]
+        loop = [metric(focal_map(z[rows] / t, -1.0), y[rows]) for t in temps]
+        np.testing.assert_allclose(grid, loop, rtol=1e-11)
+    assert np.all(np.isfinite(focal_temperature_scores(z, y, [-1.0], temps, objective="nll")))   # log space
+    fts = FocalTemperatureScaling(gammas=[-1.0, 0.0, 1.0], temperatures=temps, objective="nll").fit(z, y)
+    assert np.all(np.isfinite(fts.grid_scores))
+    for bad in [[-1.5, 1.0], [-1.0000001]]:
+        with pytest.raises(ValueError, match=r">= -1"):
+            FocalTemperatureScaling(gammas=bad)
+        with pytest.raises(ValueError, match=r">= -1"):
+            focal_temperature_scores(z, y, bad, temps)
 
 
 # ---------------------------------------------------------------------------------- Prop. 3

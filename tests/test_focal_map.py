@@ -245,10 +245,73 @@ def test_torch_half_precision():
 
 # ------------------------------------------------------------------------------------------ errors
 
-@pytest.mark.parametrize("gamma", [-1, -1.5, np.nan, np.inf, [1.0, 2.0], "2", True])
+@pytest.mark.parametrize("gamma", [-1.5, -1 - 1e-9, -2, np.nan, np.inf, [1.0, 2.0], "2", True])
 def test_gamma_domain(gamma):
     with pytest.raises(ValueError, match="gamma"):
         focal_map(np.zeros((2, 3)), gamma)
+
+
+def test_gamma_below_minus_one_says_why():
+    """The weight v / g(v, gamma) = v / ((1-v)^gamma (1 + gamma r(v))) turns negative near v = 1 for gamma < -1."""
+    with pytest.raises(ValueError, match=r">= -1.*changes sign"):
+        focal_map(np.zeros((2, 3)), -1.25)
+    with pytest.raises(ValueError, match=r">= -1"):
+        focal_map(torch.zeros((2, 3)), -1.01)
+    v = 0.99                                             # the sign change the message describes, at gamma = -1.25
+    r = -v * np.log(v) / (1 - v)
+    assert 1 - 1.25 * r < 0 < 1 - 1.0 * r
+
+
+def _psi_mpmath(z, gamma, dps=60):
+    """Eq. (1) / Psi^gamma in mpmath: weights v / g(v) with g = (1-v)^gamma (1 + gamma r), r = -v log v / (1-v)."""
+    import mpmath
+
+    mpmath.mp.dps = dps
+    zz = [mpmath.mpf(float(x)) for x in z]
+    top = max(zz)
+    e = [mpmath.exp(x - top) for x in zz]
+    v = [x / sum(e) for x in e]
+    w = [x / ((1 - x) ** gamma * (1 - gamma * x * mpmath.log(x) / (1 - x))) for x in v]
+    return np.array([float(x / sum(w)) for x in w])
+
+
+@pytest.mark.parametrize("gamma", [-1.0, -1 + 1e-9, -0.75, -0.5])
+def test_gamma_down_to_minus_one(gamma):
+    """The map exists on gamma >= -1; at gamma = -1 the top weight tends to 2 as v_top -> 1 (no 0/0)."""
+    rows = [[0.0, 0.0, 0.0], [3.0, 1.0, -2.0], [12.0, 0.0, 0.0], [30.0, 29.0, 0.0], [0.1, 0.0, -0.3, 2.0],
+            [35.0, 0.0, -1.0, 2.0], [18.0, -4.0, 1.0, 0.5]]
+    for z in rows:
+        ref = _psi_mpmath(z, gamma)
+        got = focal_map(np.array([z]), gamma)[0]
+        np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-300)
+        got_t = focal_map(torch.tensor([z], dtype=torch.float64), gamma)[0].numpy()
+        np.testing.assert_allclose(got_t, ref, rtol=1e-13, atol=1e-300)
+    z = random_logits(2000, 6, 60, 11)                   # up to saturated rows: finite, in the simplex, argmax kept
+    for arr in [z, z.astype(np.float32)]:
+        p = focal_map(arr, gamma)
+        assert np.all(np.isfinite(p)) and np.all(p >= 0)
+        np.testing.assert_allclose(p.sum(axis=1), 1, atol=1e-6 if arr.dtype == np.float32 else 1e-12)
+        np.testing.assert_array_equal(p.argmax(axis=1), arr.argmax(axis=1))
+    np.testing.assert_allclose(focal_map(z.astype(np.float32), gamma), focal_map(z, gamma), atol=2e-6)
+
+
+def test_gamma_minus_one_at_the_vertex():
+    """gamma = -1: h(v) = v (1 - v) / (1 - r(v)) -> 2 as v -> 1, so a saturated top class keeps a finite weight."""
+    for gap in [40.0, 400.0, 700.0]:
+        z = np.array([[gap, 0.0, 0.0]])
+        p = focal_map(z, -1.0)[0]
+        # the others have weights v_j (1 - v_j) / (1 - r(v_j)) ~ v_j = e^-gap / (1 + 2 e^-gap), the top one 2
+        assert p[0] == pytest.approx(1.0, abs=1e-15)
+        assert np.log(p[1]) == pytest.approx(-gap - np.log(2), rel=1e-14)
+    assert np.array_equal(focal_map(np.array([[4000.0, 0.0, 0.0]]), -1.0), [[1.0, 0.0, 0.0]])
+    z = torch.tensor([[20.0, 0, 0], [200.0, 0, 0], [1e4, 0, -3], [3.0, 1.0, -2.0], [40.0, 39.0, 0.0]],
+                     dtype=torch.float64, requires_grad=True)
+    (focal_map(z, -1.0) * torch.linspace(0, 1, 3, dtype=torch.float64)).sum().backward()
+    assert torch.isfinite(z.grad).all()
+    zc = torch.tensor(random_logits(4, 5, 4, 7), requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: focal_map(t, -1.0), (zc,))
+    zs = torch.tensor([[9.0, 0.0, -1.0, 2.0]], dtype=torch.float64, requires_grad=True)   # S < 0.1: the series
+    assert torch.autograd.gradcheck(lambda t: focal_map(t, -1.0), (zs,))
 
 
 def test_logits_must_be_finite_2d():

@@ -210,7 +210,7 @@ def test_errors():
     with pytest.raises(ValueError, match="search"):
         FocalTemperatureScaling(search="random")
     with pytest.raises(ValueError, match="gammas"):
-        FocalTemperatureScaling(gammas=[-1.0, 1.0])
+        FocalTemperatureScaling(gammas=[-1.5, 1.0])          # the map exists for gamma >= -1 only
     with pytest.raises(ValueError, match="temperatures"):
         FocalTemperatureScaling(temperatures=[0.0, 1.0])
     with pytest.raises(ValueError, match="anchors"):
