@@ -252,6 +252,15 @@ def _md(text: str) -> str:
     return " ".join(str(text).split()).translate(_ESCAPE)
 
 
+def _md_with_math(text: str) -> str:
+    """Escape text for MyST but keep its ``$...$`` math (a paper's quote), when the dollars pair up."""
+    parts = " ".join(str(text).split()).split("$")
+    if len(parts) % 2 == 0:                         # an unpaired dollar: show it all as text
+        return _md(text)
+    return "".join(p.translate(_ESCAPE) if i % 2 == 0 else f"${p}$" for i, p in enumerate(parts)
+                   if i % 2 == 0 or p.strip())
+
+
 def _chapter_link(chapter: str) -> str:
     if chapter == "interactive":
         return "(interactive)"
@@ -302,7 +311,7 @@ def _entry(c: claims_module.Claim, heading: str) -> list[str]:
              f"{heading} · *{c.verdict}*{about}{status} · {_chapter_link(c.chapter)} · {_cell_link(c)}", "",
              f"{_md(c.statement)}", ""]
     if c.quote:
-        lines += [f"> {_md(c.quote)}", ""]
+        lines += [f"> {_md_with_math(c.quote)}", ""]
     for label, text in (("What holds", c.correction), ("Remark", c.remark)):
         if text:
             lines += [f"*{label}:* {_md(text)}", ""]
@@ -380,7 +389,11 @@ def ledger_page(records: list[claims_module.Claim], order: list[str]) -> str:
            "statements), {doc}`reproduction <reproduction>` (what our runs could not show or did not test) and "
            "{doc}`released code <released-code>` (notes on the authors' code).", "",
            "## Summary", "", "Counts by paper and verdict; a count filters the list below.", "",
-           *summary_table(records), "", "## The claims", "", *_filter_controls(records)]
+           *summary_table(records), "",
+           f"A paper's row counts every claim filed under it: {sum(c.about == 'paper' for c in records)} judge the "
+           f"papers' text, {sum(c.about == 'code' for c in records)} the authors' released code and "
+           f"{sum(c.about == 'book' for c in records)} are the book's own findings.", "",
+           "## The claims", "", *_filter_controls(records)]
     for paper in _paper_order(records):
         mine = [c for c in records if c.paper == paper]
         counts = {v: sum(c.verdict == v for c in mine) for v in claims_module.VERDICTS}
@@ -417,7 +430,7 @@ def errata_page(records: list[claims_module.Claim]) -> str:
             out += [f"### {PAPERS.get(paper, paper)}", ""]
             for c in (c for c in mine if c.paper == paper):
                 out += [f"**{_md(c.where) or _md(c.id)}** ({_md(c.id)}): {_md(c.statement)}", "",
-                        f"> {_md(c.quote)}", "",
+                        f"> {_md_with_math(c.quote)}", "",
                         f"*What holds:* {_md(c.correction)} ({_cell_link(c, 'computation')}, "
                         f"{_chapter_link(c.chapter)})", ""]
                 if c.remark:

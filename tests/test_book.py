@@ -177,3 +177,8 @@ def test_markdown_table_escapes_pipes_and_glue_number_keeps_numbers():
     lines = table.data.splitlines()
     assert lines[0] == "| a | b\\|c |" and lines[1] == "|---|---|" and lines[2] == "| 1 | x\\|y |"
     assert len(lines) == 4
+
+
+def test_quotes_keep_their_math_and_escape_the_rest():
+    assert book._md_with_math(r"show $\max_s f'(s) < c$ for *all* s") == r"show $\max_s f'(s) < c$ for \*all\* s"
+    assert book._md_with_math("costs $5 or more") == r"costs \$5 or more"      # an unpaired dollar stays text
