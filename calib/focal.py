@@ -807,31 +807,36 @@ def _check_map_gamma(gamma) -> float:
     return value
 
 
-def _log_one_minus_r(rest, log_rest):
+def _log_one_minus_r(rest, log_rest, xp=np):
     """log(1 - r) at p = 1 / (1 + S), for S = ``rest`` = (1 - p) / p >= 0 with log S = ``log_rest``.
 
     There r = log1p(S) / S, so ``1 - r = (S - log1p(S)) / S``: for S < 0.1 (p > 0.91, where 1 - r ~ S / 2
     would cancel) it is ``S * (1/2 - S/3 + S^2/4 - ...)`` by Horner (18 terms, error < 0.1^18), in log space,
     so that it stays exact as p -> 1 and S underflows; above, ``log1p(-r)`` with 1 - r >= 0.047.
+    ``xp`` is ``numpy`` or ``torch`` (one kernel for the numpy and torch paths of the map).
     """
-    rest = np.asarray(rest)
+    rest = xp.asarray(rest) if xp is np else rest
     small = rest < 0.1
-    s_small = np.where(small, rest, 0)
-    acc = np.zeros_like(s_small)
+    s_small = xp.where(small, rest, xp.zeros_like(rest))
+    acc = xp.zeros_like(s_small)
     for k in range(19, 1, -1):
         acc = acc * s_small + (-1.0) ** k / k
-    s_big = np.where(small, 1, rest)
-    return np.where(small, log_rest + np.log(acc), np.log1p(-np.log1p(s_big) / s_big))
+    s_big = xp.where(small, xp.ones_like(rest), rest)
+    return xp.where(small, log_rest + xp.log(acc), xp.log1p(-xp.log1p(s_big) / s_big))
 
 
-def _log1p_gamma_r_negative(gamma, log_one_minus_r):
+def _log1p_gamma_r_negative(gamma, log_one_minus_r, xp=np):
     """log(1 + gamma r) for gamma in [-1, 0), as ``log((1 + gamma) + (-gamma)(1 - r))``.
 
     Both terms are >= 0, so nothing cancels when r -> 1 (p -> 1); at gamma = -1 it is log(1 - r), which
-    tends to -inf like log((1 - p) / 2), and the weight p / g stays finite (it tends to 2).
+    tends to -inf like log((1 - p) / 2), and the weight p / g stays finite (it tends to 2). ``gamma`` is a
+    float or (numpy only) an array broadcasting against ``log_one_minus_r``.
     """
-    with np.errstate(divide="ignore"):
-        return np.logaddexp(np.log1p(gamma), np.log(-gamma) + log_one_minus_r)
+    if xp is np:
+        with np.errstate(divide="ignore"):
+            return np.logaddexp(np.log1p(gamma), np.log(-gamma) + log_one_minus_r)
+    constant = xp.full_like(log_one_minus_r, float(np.log1p(gamma)) if gamma > -1 else -float("inf"))
+    return xp.logaddexp(constant, float(np.log(-gamma)) + log_one_minus_r)
 
 
 #: Why the focal calibration map needs gamma >= -1 (the message of every domain check of the map).
@@ -923,16 +928,7 @@ def _focal_map_torch(z, gamma: float):
     if gamma >= 0:
         log1p_gr = torch.log1p(gamma * r)
     else:                                          # as in _focal_map_block: 1 + gamma r_top without cancellation
-        rest = torch.exp(log_rest)
-        below = rest < 0.1
-        s_small = torch.where(below, rest, torch.zeros_like(rest))
-        acc = torch.zeros_like(rest)
-        for k in range(19, 1, -1):
-            acc = acc * s_small + (-1.0) ** k / k
-        s_big = torch.where(below, torch.ones_like(rest), rest)
-        log_1mr = torch.where(below, log_rest + torch.log(acc), torch.log1p(-torch.log1p(s_big) / s_big))
-        top_term = log_1mr if gamma == -1 else torch.logaddexp(torch.full_like(log_1mr, float(np.log1p(gamma))),
-                                                                 float(np.log(-gamma)) + log_1mr)
+        top_term = _log1p_gamma_r_negative(gamma, _log_one_minus_r(torch.exp(log_rest), log_rest, xp=torch), xp=torch)
         log1p_gr = torch.where(is_top, top_term, torch.log1p(gamma * torch.where(is_top, torch.zeros_like(r), r)))
     log_h = log_v - gamma * log_1mv - log1p_gr
     return torch.softmax(log_h, dim=1)

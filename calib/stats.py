@@ -43,6 +43,11 @@ class Interval:
         return (f"{self.estimate:.4g} [{self.low:.4g}, {self.high:.4g}] "
                 f"({self.level:.0%} {self.method}, n = {self.n})")
 
+    def brief(self, digits: int = 3, scale: float = 1.0) -> str:
+        """``estimate [low, high]`` with ``digits`` decimals, each multiplied by ``scale`` (100: percent)."""
+        return (f"{scale * self.estimate:.{digits}f} [{scale * self.low:.{digits}f}, "
+                f"{scale * self.high:.{digits}f}]")
+
 
 @dataclass(frozen=True)
 class Decision:

@@ -86,3 +86,8 @@ def test_combine():
 def test_bad_input_is_named(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_brief_format_scales_and_rounds():
+    assert _iv(0.01234, 0.05678).brief(2, scale=100) == "3.46 [1.23, 5.68]"
+    assert str(_iv(1, 2)).startswith("1.5 [1, 2] (95% test, n = 5)")
