@@ -11,7 +11,8 @@ Modules, in layers (an import only goes downward; DESIGN.md has the plan this fo
 - layer 2: ``calib.posthoc`` (temperature scaling, focal temperature scaling), ``calib.simulate`` (synthetic
   calibrated and miscalibrated models, exact population errors), ``calib.data`` (datasets and loaders),
   ``calib.models`` (networks)
-- layer 3: ``calib.train`` (training runs with diagnostics, checkpoints and resume), ``calib.selective``
+- layer 3: ``calib.train`` (training runs with diagnostics, checkpoints and resume), ``calib.experiments`` (grids
+  of runs, the store of finished runs, post-hoc maps and metrics across runs), ``calib.selective``
   (Zhou et al. 2025's selective-classification bounds and counterexamples, built on simulate and losses)
 - layer 4: ``calib.plots``, ``calib.claims`` (the claims ledger and its graded verdicts), ``calib.book``, ``calib.cli``
 

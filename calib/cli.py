@@ -1,4 +1,4 @@
-"""The ``calib`` command: ``calib book run``, ``calib book build``, ``calib train``."""
+"""The ``calib`` command: ``calib book run``, ``calib book build``, ``calib train``, ``calib sweep``."""
 
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     build = book_commands.add_parser("build", help="render the executed chapters with jupyter-book")
     build.add_argument("--no-strict", action="store_true", help="do not turn Sphinx warnings into errors")
     _add_train_parser(commands)
+    _add_sweep_parser(commands)
     return parser
 
 
@@ -47,15 +48,17 @@ def _add_train_parser(commands) -> None:
         description="Train a network with the recipe of Mukhoti et al. (2020) by default (SGD, momentum 0.9, "
                     "weight decay 5e-4, batch 128, lr 0.1 divided by 10 at 150/350 and 250/350 of the run). "
                     "Writes meta.json, history.json, logits.npz and checkpoint.pt into --out.")
-    t.add_argument("--data", required=True, help="dataset: fashion-mnist, cifar10, cifar100, svhn, digits, "
+    t.add_argument("--data", help="dataset: fashion-mnist, cifar10, cifar100, svhn, digits, "
                                                   "breast-cancer, linear-toy, gaussian-1d")
-    t.add_argument("--model", required=True, help="network, e.g. resnet20, resnet50, wrn-26-10, small-cnn, mlp")
-    t.add_argument("--loss", required=True, help="loss, e.g. ce, fl-3, flsd-53, flsc-531, brier, ls-0.05")
+    t.add_argument("--model", help="network, e.g. resnet20, resnet50, wrn-26-10, small-cnn, mlp")
+    t.add_argument("--loss", help="loss, e.g. ce, fl-3, flsd-53, flsc-531, brier, ls-0.05")
     t.add_argument("--secondary", default=None,
                    help="secondary calibration loss added to --loss (Karandikar et al. 2021): sb-ece, s-avuc, avuc, "
                         "avuc-gs, mmce, mmce-w")
     t.add_argument("--secondary-weight", type=float, default=1.0, help="weight beta of the secondary loss")
-    t.add_argument("--epochs", type=int, required=True)
+    t.add_argument("--epochs", type=int)
+    t.add_argument("--from-meta", metavar="RUN/meta.json",
+                   help="rerun a stored run with exactly its config (--data, --model, ... are then taken from it)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--out", required=True, help="run directory")
     t.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
@@ -78,17 +81,86 @@ def _add_train_parser(commands) -> None:
                    help="bf16 autocast (default: on for CUDA)")
     t.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None,
                    help="channels-last memory format (default: on for CUDA)")
+    t.add_argument("--diagnostics", default="full", choices=("full", "eval"),
+                   help="per-epoch diagnostics: full (train/val/test, gradient norms, reliability) or eval (val/test)")
+    t.add_argument("--discard", nargs="+", default=[], choices=("checkpoint.pt", "logits.npz"),
+                   help="files to delete once the run has finished (a stored run keeps no checkpoint)")
     t.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
-def _train(args) -> None:
-    from calib.train import TrainConfig, train
+def _add_sweep_parser(commands) -> None:
+    """``calib sweep GRID.toml``: every run of a grid (calib.experiments)."""
+    s = commands.add_parser(
+        "sweep", help="train every run of a grid file (models x losses x seeds), skipping finished runs",
+        description="Train every run of GRID.toml into <store>/<model>/<loss>/seed<k>/: finished runs are skipped, "
+                    "interrupted ones resumed. --list prints one `calib train` command per run instead, for GNU "
+                    "parallel or a cluster scheduler.")
+    s.add_argument("grid", help="the grid file, e.g. book/results/10-benchmark/grid-cpu.toml")
+    s.add_argument("--list", action="store_true", help="print one `calib train` command per run and exit")
+    s.add_argument("--only", metavar="TEXT", help="only the runs whose model/loss/seed<k> contains TEXT")
+    s.add_argument("--device", default=None, help="override the grid's device (auto, cpu, cuda)")
+    s.add_argument("--evaluate", action="store_true",
+                   help="then fit every post-hoc map on every stored run of the store and write <store>/posthoc.json "
+                        "(what chapter 10 reads)")
+    s.add_argument("--no-progress", action="store_true", help="no progress bars")
 
-    fields = {k: getattr(args, k) for k in ("data", "model", "loss", "secondary", "secondary_weight", "epochs", "seed", "lr", "momentum",
-                                            "weight_decay", "milestones", "lr_decay", "batch_size", "augment",
-                                            "train_subset", "val_subset", "test_subset", "pool", "grad_clip", "amp",
-                                            "channels_last", "device")}
-    run = train(TrainConfig(**fields), args.out, resume=args.resume, progress=not args.no_progress)
+
+_TRAIN_FIELDS = ("data", "model", "loss", "secondary", "secondary_weight", "epochs", "seed", "lr", "momentum",
+                 "weight_decay", "milestones", "lr_decay", "batch_size", "augment", "train_subset", "val_subset",
+                 "test_subset", "pool", "grad_clip", "amp", "channels_last", "device", "diagnostics")
+
+
+def _train_config(args):
+    """The TrainConfig of ``calib train``: from --from-meta (device and diagnostics may be overridden), or
+    from the flags, of which --data, --model, --loss and --epochs are required."""
+    import dataclasses
+
+    from calib.train import TrainConfig, config_from_meta
+
+    if args.from_meta:
+        config = config_from_meta(args.from_meta)
+        return dataclasses.replace(config, device=args.device)
+    missing = [f"--{k}" for k in ("data", "model", "loss", "epochs") if getattr(args, k) is None]
+    if missing:
+        raise ValueError(f"calib train needs {', '.join(missing)} (or --from-meta RUN/meta.json to rerun a stored "
+                         f"run).")
+    return TrainConfig(**{k: getattr(args, k) for k in _TRAIN_FIELDS})
+
+
+def _sweep(args) -> None:
+    import dataclasses
+    from pathlib import Path
+
+    from calib.experiments import load_grid, sweep, train_commands
+
+    grid = load_grid(args.grid)
+    if args.device is not None:
+        grid.runs = [dataclasses.replace(r, config=dataclasses.replace(r.config, device=args.device))
+                     for r in grid.runs]
+    if args.only is not None:
+        grid.runs = [r for r in grid.runs if args.only in f"{r.model}/{r.loss}/seed{r.seed}"]
+        if not grid.runs:
+            raise ValueError(f"no run of {args.grid} matches --only {args.only!r}.")
+    if args.list:
+        cwd = Path.cwd().resolve()
+        relative = cwd if grid.store.is_relative_to(cwd) else None
+        print("\n".join(train_commands(grid, relative_to=relative)))
+        return
+    sweep(grid, progress=not args.no_progress)
+    print(f"calib: grid {args.grid}: {len(grid.runs)} runs finished in {grid.store}")
+    if args.evaluate:
+        from calib.experiments import evaluate_store, load_store
+
+        stored = load_store(grid.store)
+        evaluate_store(stored, cache=grid.store / "posthoc.json", progress=not args.no_progress)
+        print(f"calib: post-hoc maps of {len(stored)} stored runs in {grid.store / 'posthoc.json'}")
+
+
+def _train(args) -> None:
+    from calib.train import train
+
+    run = train(_train_config(args), args.out, resume=args.resume, progress=not args.no_progress,
+                discard=args.discard)
     last = run.epochs[-1] if run.epochs else {}
     test = last.get("test", {})
     print(f"calib: run in {run.out}: {run.meta.get('epochs_done')} epochs, test accuracy "
@@ -108,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
             book.build_book(root, strict=not args.no_strict)
         elif args.command == "train":
             _train(args)
+        elif args.command == "sweep":
+            _sweep(args)
     except (book.ChapterError, ValueError, FileNotFoundError) as exc:
         print(f"calib: error: {exc}", file=sys.stderr)
         return 1

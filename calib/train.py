@@ -36,7 +36,8 @@ import torch
 from calib._validate import check_choice, check_int, check_positive, to_numpy
 
 __all__ = ["resolve_device", "train_classifier", "TrainConfig", "Trainer", "Run", "train", "load_run",
-           "RunConfigError", "logistic_gradient_descent", "paper_milestones", "GRAD_NORM_EDGES"]
+           "RunConfigError", "logistic_gradient_descent", "paper_milestones", "GRAD_NORM_EDGES", "DIAGNOSTICS",
+           "DISCARDABLE", "config_from_meta"]
 
 OPTIMIZERS = ("adam", "sgd")
 AUGMENTATIONS = ("crop-flip", "crop", "flip", "none")
@@ -48,7 +49,13 @@ DEFAULT_AUGMENT = {"cifar10": "crop-flip", "cifar100": "crop-flip", "fashion-mni
 GRAD_NORM_EDGES = np.logspace(-8, 2, 61)
 _QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 #: Config fields that may differ between a run and its resumption (they do not change what is computed).
-_NON_IDENTITY = ("device", "progress")
+_NON_IDENTITY = ("device", "progress", "diagnostics")
+#: What :meth:`Trainer.diagnose` records each epoch: "full" (train, validation and test, with the
+#: last-layer gradient norms and reliability tables of Mukhoti et al.'s Figs. 1-4) or "eval" (validation and
+#: test only: about half the cost of an epoch for a small network, for grids that need only the final logits).
+DIAGNOSTICS = ("full", "eval")
+#: Files of a run directory that may be deleted once the run has finished (``discard``).
+DISCARDABLE = ("checkpoint.pt", "logits.npz")
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -81,7 +88,9 @@ class TrainConfig:
     ``val_subset`` and ``test_subset`` keep the first n samples of a split (:meth:`calib.data.Dataset.subset`);
     ``pool`` average-pools the images by that factor (:meth:`calib.data.Dataset.pooled`; a CPU economy).
     ``grad_clip`` is the max-norm of the gradient (the official code clips at 2 with a *summed* loss; the
-    paper does not mention it, and the book's losses are means, so none by default).
+    paper does not mention it, and the book's losses are means, so none by default). ``diagnostics`` is
+    one of :data:`DIAGNOSTICS`; it changes what ``history.json`` records, not the trained network, so a run
+    may be resumed with another value.
     """
 
     data: str
@@ -106,6 +115,7 @@ class TrainConfig:
     amp: bool | None = None
     channels_last: bool | None = None
     device: str = "auto"
+    diagnostics: str = "full"
 
     def resolved(self) -> "TrainConfig":
         """A copy with the defaults that depend on the data and the device filled in, checked."""
@@ -133,6 +143,7 @@ class TrainConfig:
             if getattr(self, name) is not None:
                 check_int(getattr(self, name), name)
         check_int(self.pool, "pool")
+        check_choice(self.diagnostics, "diagnostics", DIAGNOSTICS)
         if self.grad_clip is not None:
             check_positive(self.grad_clip, "grad_clip")
         cuda = resolve_device(self.device).type == "cuda"
@@ -216,6 +227,17 @@ def _git_commit() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def _git_dirty() -> bool | None:
+    """Whether the library's files differ from the recorded commit (uncommitted changes under calib/)."""
+    here = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no", "--", "calib"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return bool(out.stdout.strip()) if out.returncode == 0 else None
 
 
 def _device_name(device: torch.device) -> str:
@@ -437,7 +459,8 @@ class Trainer:
         from calib.models import split_last_layer
 
         record: dict = {}
-        for split in ("train", "val", "test"):
+        splits = ("train", "val", "test") if self.config.diagnostics == "full" else ("val", "test")
+        for split in splits:
             res = self._evaluate(split, with_grads=split == "train")
             labels = self.eval_loaders[split].y.cpu().numpy()
             stats = _split_stats(res["logits"], labels, reliability_bins=25 if split == "train" else None)
@@ -486,13 +509,13 @@ class Trainer:
 
         import calib
 
-        return {"config": self.config.identity(), "device": str(self.device), "device_name": _device_name(self.device),
+        return {"config": self.config.identity(), "diagnostics": self.config.diagnostics, "device": str(self.device), "device_name": _device_name(self.device),
                 "finished": finished, "epochs_done": self.epoch, "wall_time_s": round(self.wall_time, 3),
                 "n_parameters": self.n_parameters, "dataset": {"name": self.dataset.name, "source": self.dataset.source,
                 "n_train": len(self.dataset.y_train), "n_val": len(self.dataset.y_val), "n_test": len(self.dataset.y_test)},
                 "versions": {"calib": getattr(calib, "__version__", "0.1.0"), "torch": torch.__version__,
                              "numpy": np.__version__, "scipy": scipy.__version__, "python": sys.version.split()[0]},
-                "git_commit": _git_commit(), "threads": torch.get_num_threads(),
+                "git_commit": _git_commit(), "git_dirty": _git_dirty(), "threads": torch.get_num_threads(),
                 "written": time.strftime("%Y-%m-%d %H:%M:%S")}
 
     def _final_logits(self) -> None:
@@ -502,8 +525,15 @@ class Trainer:
             arrays[f"{split}_labels"] = self.eval_loaders[split].y.cpu().numpy().astype(np.int64)
         _write_atomic(self.out / "logits.npz", lambda p: np.savez_compressed(open(p, "wb"), **arrays))
 
-    def run(self, resume: bool = False) -> Run:
-        """Train (or resume, or skip a finished run of the same config) and return the run directory."""
+    def run(self, resume: bool = False, discard=()) -> Run:
+        """Train (or resume, or skip a finished run of the same config) and return the run directory.
+
+        ``discard`` names files of :data:`DISCARDABLE` to delete once the run has finished: a stored run needs
+        no ``checkpoint.pt``, and a tuning run whose validation history is all that is read needs no
+        ``logits.npz`` either."""
+        discard = tuple(discard)
+        for name in discard:
+            check_choice(name, "discard", DISCARDABLE)
         state = self._check_out(resume)
         if state == "done":
             return load_run(self.out)
@@ -558,6 +588,8 @@ class Trainer:
                                           test_ece=f"{record['test']['ece']:.3f}")
             self._final_logits()
             _write_json(self.out / "meta.json", self._meta(finished=True))
+            for name in discard:
+                (self.out / name).unlink(missing_ok=True)
         finally:
             if epoch_bar is not None:
                 epoch_bar.close()
@@ -567,7 +599,7 @@ class Trainer:
 
 
 def train(config: TrainConfig | None = None, out=None, resume: bool = False, progress: bool = True, dataset=None,
-          **fields) -> Run:
+          discard=(), **fields) -> Run:
     """Run :class:`Trainer` for ``config`` (or a config built from keyword ``fields``) into ``out``.
 
     ``out`` holding a finished run of the same config returns it without training; holding a run of
@@ -584,7 +616,39 @@ def train(config: TrainConfig | None = None, out=None, resume: bool = False, pro
         config = dataclasses.replace(config, **fields)
     if out is None:
         raise ValueError("out is required: the run directory to write (e.g. out='_build/runs/demo').")
-    return Trainer(config, out, progress=progress, dataset=dataset).run(resume=resume)
+    return Trainer(config, out, progress=progress, dataset=dataset).run(resume=resume, discard=discard)
+
+
+def config_from_meta(path) -> TrainConfig:
+    """The :class:`TrainConfig` of a stored run, read from its ``meta.json`` (the file or its run directory):
+    ``calib train --from-meta RUN/meta.json --out DIR`` reruns it with exactly this config.
+
+    The device is not part of a run's identity and is left at ``"auto"``; ``diagnostics`` is taken from the
+    meta when it records one.
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / "meta.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist; pass the meta.json of a run directory (RUN/meta.json).")
+    try:
+        meta = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not valid JSON ({exc}); pass the meta.json that `calib train` wrote.") from None
+    config = meta.get("config") if isinstance(meta, dict) else None
+    if not isinstance(config, dict):
+        raise ValueError(f"{path} has no 'config' object; pass the meta.json that `calib train` wrote.")
+    known = {f.name for f in dataclasses.fields(TrainConfig)}
+    unknown = sorted(set(config) - known)
+    if unknown:
+        raise ValueError(f"{path}: config fields {unknown} are not fields of TrainConfig (a run written by another "
+                         f"version of calib?); remove them or upgrade calib.")
+    fields_ = dict(config)
+    if fields_.get("milestones") is not None:
+        fields_["milestones"] = tuple(fields_["milestones"])
+    if "diagnostics" in meta:
+        fields_["diagnostics"] = meta["diagnostics"]
+    return TrainConfig(**fields_)
 
 
 # ---------------------------------------------------------------- App. B: the linear model, full batch

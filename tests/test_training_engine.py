@@ -1,11 +1,9 @@
 """The training engine (calib.train.Trainer, `calib train`), Mukhoti et al.'s losses (FLSD, FLSc, Brier,
 label smoothing), the App. B toy and its gradient-descent trainer, and the SIGKILL/--resume fault test."""
 
-import gzip
 import json
 import os
 import signal
-import struct
 import subprocess
 import sys
 import time
@@ -165,38 +163,6 @@ def test_logistic_gradient_descent_matches_autograd():
 
 
 # ------------------------------------------------------------------------------------- the trainer
-
-def write_tiny_fashion_mnist(folder: Path, n_train=5600, n_test=300, side=8, seed=0):
-    """A learnable stand-in in Fashion-MNIST's on-disk format: class k is a bright stripe at row k // 2 ..."""
-    rng = np.random.default_rng(seed)
-    folder.mkdir(parents=True, exist_ok=True)
-
-    def images(n):
-        y = rng.integers(0, 10, n).astype(np.uint8)
-        x = rng.integers(0, 90, (n, side, side)).astype(np.uint8)
-        for k in range(10):
-            rows = np.flatnonzero(y == k)
-            x[rows, (k % 5) + 1, :] = 230 if k < 5 else 120
-        return x, y
-
-    def idx(arr):
-        arr = np.ascontiguousarray(arr, np.uint8)
-        return bytes([0, 0, 8, arr.ndim]) + b"".join(struct.pack(">I", d) for d in arr.shape) + arr.tobytes()
-
-    for prefix, n in (("train", n_train), ("t10k", n_test)):
-        x, y = images(n)
-        for kind, arr in (("images-idx3", x), ("labels-idx1", y)):
-            with gzip.open(folder / f"{prefix}-{kind}-ubyte.gz", "wb") as fh:
-                fh.write(idx(arr))
-
-
-@pytest.fixture
-def tiny_fashion(tmp_path, monkeypatch):
-    home = tmp_path / "data"
-    write_tiny_fashion_mnist(home / "fashion-mnist")
-    monkeypatch.setenv("CALIB_DATA", str(home))
-    return home
-
 
 TINY = dict(data="fashion-mnist", model="small-cnn-w4", loss="ce", epochs=3, seed=3, batch_size=64, lr=0.05,
             train_subset=384, val_subset=64, test_subset=128)

@@ -1,0 +1,283 @@
+"""Grids of runs, the store and the tables across runs (calib.experiments, `calib sweep`, `calib train
+--from-meta`), and the reproducibility of the committed chapter-10 store."""
+
+import json
+import shlex
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from calib import cli
+from calib.data import DEBIAN_FASHION_MNIST
+from calib.experiments import (POSTHOC_MAPS, evaluate_run, evaluate_store, fit_posthoc, load_grid, load_store,
+                               loss_gamma, paired_difference, summarise, sweep, train_commands)
+from calib.stats import paired_seed_interval
+from calib.train import Trainer, TrainConfig, config_from_meta, load_run, train
+
+ROOT = Path(__file__).resolve().parent.parent
+STORE = ROOT / "book" / "results" / "10-benchmark"
+
+TINY_GRID = """
+description = "two losses, two seeds"
+seeds = [0, 1]
+models = ["small-cnn-w4"]
+losses = ["ce", {label = "ce+s-avuc", loss = "ce", secondary = "s-avuc", secondary_weight = 0.5}]
+
+[train]
+data = "fashion-mnist"
+epochs = 2
+batch_size = 64
+lr = 0.05
+train_subset = 256
+val_subset = 64
+test_subset = 96
+diagnostics = "eval"
+device = "cpu"
+"""
+
+
+def write_grid(folder: Path, text: str = TINY_GRID) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "grid.toml").write_text(text)
+    return folder / "grid.toml"
+
+
+def test_grid_expands_models_losses_seeds(tmp_path):
+    grid = load_grid(write_grid(tmp_path / "g"))
+    assert [(r.model, r.loss, r.seed) for r in grid.runs] == [
+        ("small-cnn-w4", "ce", 0), ("small-cnn-w4", "ce", 1), ("small-cnn-w4", "ce+s-avuc", 0),
+        ("small-cnn-w4", "ce+s-avuc", 1)]
+    run = grid.runs[3]
+    assert run.out == (tmp_path / "g" / "small-cnn-w4" / "ce+s-avuc" / "seed1").resolve()
+    assert (run.config.loss, run.config.secondary, run.config.secondary_weight) == ("ce", "s-avuc", 0.5)
+    assert run.config.epochs == 2 and run.config.diagnostics == "eval" and grid.discard == ("checkpoint.pt",)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: t.replace("seeds = [0, 1]", "seeds = []"), "'seeds' must be a non-empty list"),
+    (lambda t: t.replace("epochs = 2", "epochs = 2\nepoch = 3"), "not TrainConfig fields"),
+    (lambda t: t.replace('"ce", {label', '"CE/../x", {label'), "is not a folder name"),
+    (lambda t: t.replace('"ce", {label', '"fl-x", {label'), "is not a number"),
+    (lambda t: t.replace('"ce", {label', '"ce", "ce", {label'), "appears twice"),
+    (lambda t: t + "\n[extra]\n", "unknown keys"),
+    (lambda t: "discard = ['model.pt']\n" + t, "is not one of"),
+    (lambda t: t.replace("seeds = [0, 1]", "seeds = [0, 1"), "not valid TOML"),
+])
+def test_bad_grid_files_say_what_is_wrong(tmp_path, edit, message):
+    with pytest.raises(ValueError, match=message):
+        load_grid(write_grid(tmp_path, edit(TINY_GRID)))
+
+
+def test_listed_commands_rebuild_each_runs_config(tmp_path):
+    grid = load_grid(write_grid(tmp_path / "g"))
+    lines = train_commands(grid, relative_to=tmp_path)
+    assert len(lines) == 4
+    for line, run in zip(lines, grid.runs):
+        argv = shlex.split(line)
+        assert argv[:2] == ["calib", "train"] and "--resume" in argv and argv[-2:] == ["--discard", "checkpoint.pt"]
+        args = cli._parser().parse_args(argv[1:])
+        assert cli._train_config(args) == run.config
+        assert (tmp_path / args.out).resolve() == run.out
+
+
+def test_sweep_trains_skips_and_resumes_exactly(tiny_fashion, tmp_path, monkeypatch):
+    grid = load_grid(write_grid(tmp_path / "g"))
+    lines = []
+    runs = sweep(grid, progress=False, log=lines.append)
+    assert len(runs) == 4 and all(r.finished for r in runs)
+    assert all(not (r.out / "checkpoint.pt").exists() and (r.out / "logits.npz").is_file() for r in runs)
+    assert lines[-1].startswith("[4/4] small-cnn-w4/ce+s-avuc/seed1: trained in") and "left" in lines[-1]
+    reference = {r.out: r.logits()["test_logits"] for r in runs}
+    stamps = {r.out: (r.out / "logits.npz").stat().st_mtime_ns for r in runs}
+
+    # a second sweep trains nothing
+    lines.clear()
+    sweep(grid, progress=False, log=lines.append)
+    assert all("done before" in line for line in lines)
+    assert {r.out: (r.out / "logits.npz").stat().st_mtime_ns for r in runs} == stamps
+
+    # a run killed after its first epoch is resumed by the next sweep, to the same logits
+    victim = grid.runs[2]
+    for f in victim.out.iterdir():
+        f.unlink()
+    real_epoch = Trainer._train_epoch
+
+    def dies_in_epoch_two(self, epoch, bar=None):
+        if epoch == 2:
+            raise KeyboardInterrupt
+        return real_epoch(self, epoch, bar)
+
+    monkeypatch.setattr(Trainer, "_train_epoch", dies_in_epoch_two)
+    with pytest.raises(KeyboardInterrupt):
+        sweep(grid, progress=False, log=lines.append)
+    assert (victim.out / "checkpoint.pt").is_file() and not victim.finished
+    monkeypatch.setattr(Trainer, "_train_epoch", real_epoch)
+    lines.clear()
+    sweep(grid, progress=False, log=lines.append)
+    assert sum("trained in" in line for line in lines) == 1
+    np.testing.assert_array_equal(load_run(victim.out).logits()["test_logits"], reference[victim.out])
+
+
+def test_from_meta_reruns_a_stored_run_exactly(tiny_fashion, tmp_path, capsys):
+    first = train(TrainConfig(data="fashion-mnist", model="mlp-32", loss="fl-3", epochs=2, seed=4, batch_size=64,
+                              train_subset=300, val_subset=50, test_subset=80, diagnostics="eval", device="cpu"),
+                  tmp_path / "a", progress=False, discard=("checkpoint.pt",))
+    assert config_from_meta(first.out) == TrainConfig(**{**first.meta["config"], "diagnostics": "eval",
+                                                         "milestones": tuple(first.meta["config"]["milestones"])})
+    code = cli.main(["train", "--from-meta", str(first.out / "meta.json"), "--out", str(tmp_path / "b"),
+                     "--no-progress", "--device", "cpu"])
+    assert code == 0 and "calib: run in" in capsys.readouterr().out
+    np.testing.assert_array_equal(load_run(tmp_path / "b").logits()["test_logits"], first.logits()["test_logits"])
+    assert json.loads((tmp_path / "b" / "meta.json").read_text())["config"] == first.meta["config"]
+
+
+def test_train_needs_its_flags_or_a_meta(tmp_path, capsys):
+    assert cli.main(["train", "--data", "digits", "--out", str(tmp_path / "x")]) == 1
+    assert "needs --model, --loss, --epochs (or --from-meta" in capsys.readouterr().err
+    (tmp_path / "bad.json").write_text("{not json")
+    assert cli.main(["train", "--from-meta", str(tmp_path / "bad.json"), "--out", str(tmp_path / "y")]) == 1
+    assert "is not valid JSON" in capsys.readouterr().err
+    (tmp_path / "meta.json").write_text(json.dumps({"config": {"data": "digits", "colour": "red"}}))
+    assert cli.main(["train", "--from-meta", str(tmp_path / "meta.json"), "--out", str(tmp_path / "z")]) == 1
+    assert "['colour'] are not fields of TrainConfig" in capsys.readouterr().err
+
+
+def test_sweep_command_lists_and_filters(tiny_fashion, tmp_path, capsys, monkeypatch):
+    path = write_grid(tmp_path / "g")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["sweep", str(path), "--list", "--only", "s-avuc/seed1"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and "--out g/small-cnn-w4/ce+s-avuc/seed1" in out[0]
+    assert cli.main(["sweep", str(path), "--only", "nothing"]) == 1
+    assert "no run of" in capsys.readouterr().err
+    assert cli.main(["sweep", str(path), "--only", "ce/seed0", "--no-progress", "--evaluate"]) == 0
+    stored = json.loads((tmp_path / "g" / "posthoc.json").read_text())["runs"]
+    assert list(stored) == ["small-cnn-w4/ce/seed0"] and stored["small-cnn-w4/ce/seed0"]["maps"] == list(POSTHOC_MAPS)
+
+
+# ------------------------------------------------------------------------------- the store and tables
+
+def fake_store(root: Path, losses=("ce", "fl-3"), seeds=(0, 1, 2), n=400, k=4):
+    """Stored runs with synthetic logits z, labels drawn from softmax(z) (a calibrated model), stored as 2 z for
+    'ce' (overconfident) and z / 2 for 'fl-3' (underconfident)."""
+    for loss in losses:
+        for seed in seeds:
+            rng = np.random.default_rng(seed)
+            out = root / "mlp" / loss / f"seed{seed}"
+            out.mkdir(parents=True)
+            arrays = {}
+            for split in ("val", "test"):
+                z = 2.0 * rng.normal(size=(n, k))
+                p = np.exp(z - z.max(1, keepdims=True))
+                p /= p.sum(1, keepdims=True)
+                y = (rng.random((n, 1)) > p.cumsum(1)).sum(1)
+                arrays[f"{split}_logits"] = (z * (0.5 if loss == "fl-3" else 2.0)).astype(np.float32)
+                arrays[f"{split}_labels"] = y
+            np.savez_compressed(out / "logits.npz", **arrays)
+            (out / "meta.json").write_text(json.dumps({"finished": True, "config": {"loss": loss, "seed": seed}}))
+    (root / "mlp" / "ce" / "seed9").mkdir()
+    (root / "mlp" / "ce" / "seed9" / "meta.json").write_text(json.dumps({"finished": False}))
+
+
+def test_store_rows_summaries_and_paired_intervals(tmp_path):
+    fake_store(tmp_path)
+    runs = load_store(tmp_path)
+    assert [(r.loss, r.seed) for r in runs] == [("ce", 0), ("ce", 1), ("ce", 2), ("fl-3", 0), ("fl-3", 1), ("fl-3", 2)]
+    rows = evaluate_store(runs, cache=tmp_path / "cache.json", progress=False)
+    maps = {(r["loss"], r["map"]) for r in rows}
+    assert ("fl-3", "psi") in maps and ("ce", "psi") not in maps and len(maps) == 2 * len(POSTHOC_MAPS) - 1
+    # the cache gives the same rows without refitting
+    assert evaluate_store(runs, cache=tmp_path / "cache.json", progress=False) == rows
+    # the rows are the metrics of the fitted maps on the test logits
+    arrays = runs[0].logits()
+    predict, params = fit_posthoc("ts-nll", arrays["val_logits"], arrays["val_labels"])
+    from calib.metrics import ece
+
+    row = next(r for r in rows if (r["loss"], r["seed"], r["map"], r["metric"]) == ("ce", 0, "ts-nll", "ece"))
+    assert row["value"] == pytest.approx(ece(predict(arrays["test_logits"]), arrays["test_labels"]))
+    assert row["temperature"] == params["temperature"] > 1            # CE's logits were doubled: T > 1 undoes it
+    summary = summarise(rows, "ece")
+    values = [r["value"] for r in rows if (r["loss"], r["map"], r["metric"]) == ("ce", "none", "ece")]
+    assert summary["ce"] == pytest.approx((np.mean(values), np.std(values, ddof=1), 3))
+    interval = paired_difference(rows, "ece", ("ce", "none"), ("ce", "ts-nll"))
+    after = [r["value"] for r in rows if (r["loss"], r["map"], r["metric"]) == ("ce", "ts-nll", "ece")]
+    assert interval == paired_seed_interval(values, after)
+    assert interval.low > 0                                            # TS lowers the ECE of the doubled logits
+
+
+def test_posthoc_and_store_errors(tmp_path):
+    z, y = np.zeros((4, 3)), np.array([0, 1, 2, 0])
+    with pytest.raises(ValueError, match="needs a fixed-gamma focal loss"):
+        fit_posthoc("psi", z, y, "flsd-53")
+    with pytest.raises(ValueError, match="unknown post-hoc map"):
+        fit_posthoc("platt", z, y)
+    with pytest.raises(FileNotFoundError, match="calib sweep"):
+        load_store(tmp_path / "nowhere")
+    assert loss_gamma("fl-3") == 3.0 and loss_gamma("fl-0.5") == 0.5 and loss_gamma("flsd-53") is None
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        paired_difference([], "ece", ("ce", "none"), ("fl-3", "none"))
+
+
+# ------------------------------------------------------------------------ the committed chapter-10 store
+
+def test_committed_store_is_complete_and_small():
+    grid = load_grid(STORE / "grid-cpu.toml")
+    missing = [str(r.out.relative_to(STORE)) for r in grid.runs if not r.finished]
+    assert not missing, f"runs of grid-cpu.toml missing from the store: {missing}"
+    for run in grid.runs:
+        names = {p.name for p in run.out.iterdir()}
+        assert names == {"meta.json", "history.json", "logits.npz"}, (run.out, names)
+        arrays = load_run(run.out).logits()
+        assert arrays["test_logits"].dtype == np.float32 and arrays["test_logits"].shape == (10000, 10)
+        assert arrays["val_logits"].shape == (5000, 10)
+    size = sum(p.stat().st_size for p in STORE.rglob("*") if p.is_file())
+    assert size < 40 * 2 ** 20, f"the chapter-10 store holds {size / 2 ** 20:.1f} MB (limit 40 MB)"
+
+
+@pytest.mark.skipif(not DEBIAN_FASHION_MNIST.is_dir(), reason="needs Fashion-MNIST (Debian's dataset-fashion-mnist)")
+def test_cheapest_stored_run_retrains_to_its_logits(tmp_path):
+    runs = load_store(STORE)
+    cheapest = min(runs, key=lambda r: r.meta["wall_time_s"])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(int(cheapest.meta.get("threads", threads)))
+    try:
+        rerun = train(config_from_meta(cheapest.path), tmp_path / "rerun", progress=False)
+    finally:
+        torch.set_num_threads(threads)
+    stored, fresh = cheapest.logits(), rerun.logits()
+    assert rerun.meta["config"] == cheapest.meta["config"]
+    np.testing.assert_array_equal(fresh["test_labels"], stored["test_labels"])
+    assert np.max(np.abs(fresh["test_logits"] - stored["test_logits"])) < 1e-4
+
+
+def test_validation_choice_rule():
+    from calib.experiments import validation_choice
+
+    candidates = {"a": (0.90, 0.030), "b": (0.895, 0.010), "c": (0.85, 0.001)}
+    assert validation_choice(candidates) == "b"                       # c is more than 1 point below a
+    assert validation_choice(candidates, accuracy_tolerance=0.1) == "c"
+    assert validation_choice({"x": (0.5, 0.2)}) == "x"
+    with pytest.raises(ValueError, match="at least one candidate"):
+        validation_choice({})
+
+
+def test_per_seed_values_text_and_pooled_probabilities(tmp_path):
+    from calib.experiments import mean_std_text, metric_values, pooled_test_probabilities
+
+    fake_store(tmp_path)
+    runs = load_store(tmp_path)
+    rows = evaluate_store(runs, maps=("none", "ts-nll", "psi"), progress=False)
+    ece = metric_values(rows, "ce", "none", "ece")
+    assert ece.shape == (3,) and np.all(ece == [r["value"] for r in sorted(
+        (r for r in rows if (r["loss"], r["map"], r["metric"]) == ("ce", "none", "ece")), key=lambda r: r["seed"])])
+    assert np.all(np.isnan(metric_values(rows, "ce", "none", "ece", key="temperature")))
+    assert np.all(metric_values(rows, "fl-3", "psi", "ece", key="gamma") == 3.0)
+    with pytest.raises(ValueError, match="no rows for loss='fl-3', map='ts-ece'"):
+        metric_values(rows, "fl-3", "ts-ece", "ece")
+    assert mean_std_text([0.01, 0.03]) == "2.00 ± 1.41"
+    p, y = pooled_test_probabilities(runs, "fl-3")
+    assert p.shape == (1200, 4) and y.shape == (1200,) and np.allclose(p.sum(1), 1)
+    with pytest.raises(ValueError, match="no stored run"):
+        pooled_test_probabilities(runs, "brier")
