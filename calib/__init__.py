@@ -7,7 +7,8 @@ Modules, in layers (an import only goes downward; DESIGN.md has the plan this fo
   ``calib.stats`` (seed-level and paired-bootstrap intervals, and the rule that turns them into a verdict)
 - layer 1: ``calib.metrics`` (calibration, accuracy and selective-classification metrics),
   ``calib.soft_binning`` (soft bin membership, SB-ECE and soft uncertainty in numpy, Karandikar et al. 2021),
-  ``calib.losses`` (training losses in torch and the ``get_loss`` registry)
+  ``calib.losses`` (training losses in torch and the ``get_loss`` registry), ``calib.published`` (the papers'
+  result tables as data)
 - layer 2: ``calib.posthoc`` (temperature scaling, focal temperature scaling), ``calib.simulate`` (synthetic
   calibrated and miscalibrated models, exact population errors), ``calib.data`` (datasets and loaders),
   ``calib.models`` (networks)

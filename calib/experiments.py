@@ -12,7 +12,8 @@ The *store* is the folder of stored runs (``book/results/10-benchmark`` for chap
 no checkpoint. :func:`load_store` reads it back; :func:`evaluate_store` fits every post-hoc map of
 :data:`POSTHOC_MAPS` on a run's validation logits and scores the test logits with every metric of
 :data:`METRICS`, giving one row per (run, map, metric): the long format that :func:`summarise` and
-:func:`paired_difference` turn into the chapter's tables and intervals.
+:func:`paired_difference` turn into the chapter's tables and intervals. The papers' own tables
+(:mod:`calib.published`) come in the same long format through :func:`published_rows`.
 """
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ from pathlib import Path
 
 import numpy as np
 
+from calib.published import published_rows, read_published
 from calib.train import DISCARDABLE, TrainConfig, config_from_meta, load_run, train
 
 __all__ = ["GridRun", "Grid", "load_grid", "sweep", "train_commands", "StoredRun", "load_store", "POSTHOC_MAPS",
            "METRICS", "fit_posthoc", "score_probabilities", "evaluate_run", "evaluate_store", "summarise",
            "paired_difference", "loss_gamma", "validation_choice", "final_validation", "metric_values", "mean_std_text",
-           "pooled_test_probabilities"]
+           "pooled_test_probabilities", "read_published", "published_rows"]
 
 #: Characters allowed in a model or loss label (they become folder names of the store).
 _LABEL = re.compile(r"[a-z0-9][a-z0-9.+=,_-]*")
