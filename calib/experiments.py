@@ -32,7 +32,7 @@ from calib.published import published_rows, read_published
 from calib.train import DISCARDABLE, TrainConfig, config_from_meta, load_run, train
 
 __all__ = ["GridRun", "Grid", "load_grid", "sweep", "train_commands", "StoredRun", "load_store", "POSTHOC_MAPS",
-           "METRICS", "fit_posthoc", "score_probabilities", "evaluate_run", "evaluate_store", "summarise",
+           "METRICS", "FittedMap", "fit_posthoc", "score_probabilities", "evaluate_run", "evaluate_store", "summarise",
            "paired_difference", "loss_gamma", "validation_choice", "final_validation", "metric_values", "mean_std_text",
            "pooled_test_probabilities", "read_published", "published_rows"]
 
@@ -320,44 +320,67 @@ def loss_gamma(loss: str) -> float | None:
     return float(match.group(1)) if match else None
 
 
-def fit_posthoc(name: str, val_logits, val_labels, loss: str | None = None):
+@dataclass
+class FittedMap:
+    """A post-hoc map fitted on validation logits: ``proba`` and ``log_proba`` map logits (N, K) to float64
+    probabilities and their logarithms (exact where a probability underflows to 0); ``params`` holds the
+    fitted ``temperature`` and ``gamma``."""
+
+    name: str
+    params: dict
+    proba: object
+    log_proba: object
+
+
+def fit_posthoc(name: str, val_logits, val_labels, loss: str | None = None) -> FittedMap:
     """Fit the post-hoc map ``name`` (one of :data:`POSTHOC_MAPS`) on validation logits.
 
-    Returns ``(predict_proba, params)``: a function from logits to float64 probabilities, and the fitted
-    parameters (``temperature``, ``gamma``). ``"psi"`` needs ``loss`` to be a fixed-gamma focal loss
-    (``fl-<gamma>``) and raises ValueError otherwise.
+    ``"psi"`` needs ``loss`` to be a fixed-gamma focal loss (``fl-<gamma>``) and raises ValueError otherwise.
     """
-    from scipy.special import softmax
+    from scipy.special import log_softmax, softmax
 
-    from calib.focal import focal_map
+    from calib.focal import focal_map, log_focal_map
     from calib.posthoc import FocalTemperatureScaling, TemperatureScaling
 
+    def scaled(z, t=1.0):
+        return np.asarray(z, dtype=np.float64) / t
+
     if name == "none":
-        return (lambda z: softmax(np.asarray(z, dtype=np.float64), axis=1)), {}
+        return FittedMap(name, {}, lambda z: softmax(scaled(z), axis=1), lambda z: log_softmax(scaled(z), axis=1))
     if name in ("ts-nll", "ts-ece", "ts-sb-ece"):
-        ts = TemperatureScaling(objective=name[3:]).fit(val_logits, val_labels)
-        return ts.predict_proba, {"temperature": ts.temperature}
+        t = TemperatureScaling(objective=name[3:]).fit(val_logits, val_labels).temperature
+        return FittedMap(name, {"temperature": t}, lambda z: softmax(scaled(z, t), axis=1),
+                         lambda z: log_softmax(scaled(z, t), axis=1))
     if name == "fts":
         fts = FocalTemperatureScaling(objective="ece").fit(val_logits, val_labels)
-        return fts.predict_proba, {"temperature": fts.temperature, "gamma": fts.gamma}
+        t, g = fts.temperature, fts.gamma
+        return FittedMap(name, {"temperature": t, "gamma": g}, lambda z: focal_map(scaled(z, t), g),
+                         lambda z: log_focal_map(scaled(z, t), g))
     if name == "psi":
-        gamma = loss_gamma(loss or "")
-        if gamma is None:
+        g = loss_gamma(loss or "")
+        if g is None:
             raise ValueError(f"post-hoc map 'psi' (Psi^gamma) needs a fixed-gamma focal loss 'fl-<gamma>'; got "
                              f"loss={loss!r}.")
-        return (lambda z: focal_map(np.asarray(z, dtype=np.float64), gamma)), {"gamma": gamma}
+        return FittedMap(name, {"gamma": g}, lambda z: focal_map(scaled(z), g), lambda z: log_focal_map(scaled(z), g))
     raise ValueError(f"unknown post-hoc map {name!r}; choose from {', '.join(POSTHOC_MAPS)}.")
 
 
-def score_probabilities(probs, labels, n_bins: int = 15) -> dict:
-    """Every metric of :data:`METRICS` for probabilities (N, K) and labels (N,)."""
+def score_probabilities(probs, labels, n_bins: int = 15, log_probs=None) -> dict:
+    """Every metric of :data:`METRICS` for probabilities (N, K) and labels (N,). With ``log_probs`` (the
+    logarithms of ``probs``, e.g. a log-softmax) the NLL is computed from them, so a true-class probability
+    that underflowed to 0 in float64 still has its finite log-loss."""
     from calib import metrics
 
+    if log_probs is None:
+        nll = metrics.nll(probs, labels)
+    else:
+        y = np.asarray(labels)
+        nll = float(-np.mean(np.asarray(log_probs)[np.arange(len(y)), y]))
     return {"accuracy": metrics.accuracy(probs, labels), "ece": metrics.ece(probs, labels, n_bins=n_bins),
             "adaece": metrics.adaptive_ece(probs, labels, n_bins=n_bins),
-            "classwise_ece": metrics.classwise_ece(probs, labels, n_bins=n_bins),
             "ece_em_l2": metrics.ece(probs, labels, n_bins=n_bins, binning="quantile", norm="l2"),
-            "mce": metrics.mce(probs, labels, n_bins=n_bins), "nll": metrics.nll(probs, labels),
+            "classwise_ece": metrics.classwise_ece(probs, labels, n_bins=n_bins),
+            "mce": metrics.mce(probs, labels, n_bins=n_bins), "nll": nll,
             "brier": metrics.brier(probs, labels), "ks_error": metrics.ks_error(probs, labels),
             "aurc": metrics.aurc(probs, labels), "mean_confidence": float(np.max(probs, axis=1).mean())}
 
@@ -371,8 +394,9 @@ def evaluate_run(run: StoredRun, maps=POSTHOC_MAPS) -> list:
     for name in maps:
         if name == "psi" and loss_gamma(run.loss) is None:
             continue
-        predict, params = fit_posthoc(name, arrays["val_logits"], arrays["val_labels"], run.loss)
-        scores = score_probabilities(predict(arrays["test_logits"]), arrays["test_labels"])
+        fitted = fit_posthoc(name, arrays["val_logits"], arrays["val_labels"], run.loss)
+        params, test = fitted.params, arrays["test_logits"]
+        scores = score_probabilities(fitted.proba(test), arrays["test_labels"], log_probs=fitted.log_proba(test))
         for metric, value in scores.items():
             rows.append({"model": run.model, "loss": run.loss, "seed": run.seed, "map": name, "metric": metric,
                          "value": float(value), "temperature": params.get("temperature"),

@@ -793,7 +793,7 @@ def random_linear_softmax_batches(n_batches: int, batch_size: int = 2, n_feature
 # cross-checks `focal_optimal_prediction` (the inverse of Psi^gamma) and Thm. 11.
 # ====================================================================================================
 
-__all__ += ["focal_map", "tau_oc", "log_focal_weight", "minimise_focal_risk"]
+__all__ += ["focal_map", "log_focal_map", "tau_oc", "log_focal_weight", "minimise_focal_risk"]
 
 
 def _check_map_gamma(gamma) -> float:
@@ -852,8 +852,9 @@ _MAP_DOMAIN = ("The map weighs class j by v_j / g(v_j, gamma), with g(v, gamma) 
 _MAP_BLOCK_ELEMENTS = 1 << 16
 
 
-def _focal_map_block(z: np.ndarray, gamma: float, out: np.ndarray) -> None:
-    """Write Psi^gamma(softmax(z)) into ``out`` for a finite (n, K) float block, in z's dtype (see focal_map)."""
+def _focal_map_block(z: np.ndarray, gamma: float, out: np.ndarray, log: bool = False) -> None:
+    """Write Psi^gamma(softmax(z)) (or, with ``log``, its logarithm) into ``out`` for a finite (n, K) float
+    block, in z's dtype (see focal_map)."""
     n, k = z.shape
     top = np.argmax(z, axis=1)
     row_start = np.arange(0, n * k, k)
@@ -896,17 +897,34 @@ def _focal_map_block(z: np.ndarray, gamma: float, out: np.ndarray) -> None:
     shift = log_h.reshape(-1)[flat] if gamma >= 0 else log_h.max(axis=1)   # the top class has the largest h
     log_h -= shift[:, None]
     np.exp(log_h, out=out)
-    out *= (1 / (out @ ones))[:, None]
+    total = out @ ones
+    if log:
+        np.subtract(log_h, np.log(total)[:, None], out=out)
+    else:
+        out *= (1 / total)[:, None]
 
 
-def _focal_map_numpy(z: np.ndarray, gamma: float) -> np.ndarray:
-    """Psi^gamma(softmax(z)) row-wise for a finite float (N, K) array, in blocks of rows."""
+def _focal_map_numpy(z: np.ndarray, gamma: float, log: bool = False) -> np.ndarray:
+    """Psi^gamma(softmax(z)) (or its logarithm) row-wise for a finite float (N, K) array, in blocks of rows."""
     n, k = z.shape
     out = np.empty_like(z)
     step = max(1, _MAP_BLOCK_ELEMENTS // k)
     for start in range(0, n, step):
-        _focal_map_block(z[start:start + step], gamma, out[start:start + step])
+        _focal_map_block(z[start:start + step], gamma, out[start:start + step], log=log)
     return out
+
+
+def log_focal_map(logits, gamma) -> np.ndarray:
+    """``log Psi^gamma(softmax(logits))``, row-wise, in float64 (numpy): :func:`focal_map` in log space, finite
+    where the probabilities themselves underflow to 0 (a log-loss of a focal-calibrated model needs it).
+
+    Komisarenko & Kull (2024), Eq. 1. ``gamma = 0`` gives ``log_softmax(logits)``.
+    """
+    from scipy.special import log_softmax
+
+    gamma = _check_map_gamma(gamma)
+    z = as_scores(to_numpy(logits, "logits"), "logits", kind="logits").astype(np.float64)
+    return log_softmax(z, axis=1) if gamma == 0 else _focal_map_numpy(z, gamma, log=True)
 
 
 def _focal_map_torch(z, gamma: float):

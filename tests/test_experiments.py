@@ -192,12 +192,12 @@ def test_store_rows_summaries_and_paired_intervals(tmp_path):
     assert evaluate_store(runs, cache=tmp_path / "cache.json", progress=False) == rows
     # the rows are the metrics of the fitted maps on the test logits
     arrays = runs[0].logits()
-    predict, params = fit_posthoc("ts-nll", arrays["val_logits"], arrays["val_labels"])
+    fitted = fit_posthoc("ts-nll", arrays["val_logits"], arrays["val_labels"])
     from calib.metrics import ece
 
     row = next(r for r in rows if (r["loss"], r["seed"], r["map"], r["metric"]) == ("ce", 0, "ts-nll", "ece"))
-    assert row["value"] == pytest.approx(ece(predict(arrays["test_logits"]), arrays["test_labels"]))
-    assert row["temperature"] == params["temperature"] > 1            # CE's logits were doubled: T > 1 undoes it
+    assert row["value"] == pytest.approx(ece(fitted.proba(arrays["test_logits"]), arrays["test_labels"]))
+    assert row["temperature"] == fitted.params["temperature"] > 1     # CE's logits were doubled: T > 1 undoes it
     summary = summarise(rows, "ece")
     values = [r["value"] for r in rows if (r["loss"], r["map"], r["metric"]) == ("ce", "none", "ece")]
     assert summary["ce"] == pytest.approx((np.mean(values), np.std(values, ddof=1), 3))
@@ -281,3 +281,26 @@ def test_per_seed_values_text_and_pooled_probabilities(tmp_path):
     assert p.shape == (1200, 4) and y.shape == (1200,) and np.allclose(p.sum(1), 1)
     with pytest.raises(ValueError, match="no stored run"):
         pooled_test_probabilities(runs, "brier")
+
+
+@pytest.mark.parametrize("name, loss", [("none", "ce"), ("ts-nll", "ce"), ("ts-ece", "ce"), ("fts", "ce"),
+                                        ("psi", "fl-3"), ("ts-sb-ece", "ce")])
+def test_fitted_maps_log_probabilities_and_underflow(name, loss):
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(300, 5)) * 3
+    y = rng.integers(0, 5, 300)
+    fitted = fit_posthoc(name, z, y, loss)
+    p, logp = fitted.proba(z), fitted.log_proba(z)
+    np.testing.assert_allclose(np.exp(logp), p, rtol=1e-10, atol=1e-300)
+    # logits so far apart that the true class's probability is exactly 0 in float64: the NLL stays finite
+    wide = z.copy()
+    wide[0] = [0.0, 2000.0 * fitted.params.get("temperature", 1.0), 0, 0, 0]
+    y = y.copy()
+    y[0] = 0
+    assert fitted.proba(wide)[0, 0] == 0.0 and fitted.log_proba(wide)[0, 0] < -1000
+    from calib.experiments import score_probabilities
+
+    with pytest.raises(ValueError, match="NLL is infinite"):
+        score_probabilities(fitted.proba(wide), y)
+    scores = score_probabilities(fitted.proba(wide), y, log_probs=fitted.log_proba(wide))
+    assert np.isfinite(scores["nll"]) and scores["nll"] > 1000 / 300

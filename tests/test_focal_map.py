@@ -327,3 +327,22 @@ def test_logits_must_be_finite_2d():
         focal_map(np.zeros((4, 1)), 1)
     with pytest.raises(ValueError, match=r"\(N, K\)"):
         focal_map(torch.zeros(3), 1)
+
+
+@pytest.mark.parametrize("gamma", [-1.0, -0.5, 0.0, 1.0, 3.0, 7.0])
+def test_log_focal_map_is_the_log_of_focal_map_and_finite_beyond_underflow(gamma):
+    from scipy.special import log_softmax
+
+    from calib.focal import focal_map, log_focal_map
+
+    rng = np.random.default_rng(3)
+    z = rng.normal(size=(200, 6)) * 4
+    np.testing.assert_allclose(np.exp(log_focal_map(z, gamma)), focal_map(z, gamma), rtol=1e-10, atol=1e-300)
+    far = np.array([[0.0, 2000.0, 0.0]])
+    assert focal_map(far, gamma)[0, 0] == 0.0
+    log_p = log_focal_map(far, gamma)
+    assert np.all(np.isfinite(log_p)) and log_p[0, 0] < -800 and abs(np.logaddexp.reduce(log_p[0])) < 1e-12
+    if gamma == 0:
+        np.testing.assert_array_equal(log_focal_map(z, 0.0), log_softmax(z, axis=1))
+    with pytest.raises(ValueError, match="gamma"):
+        log_focal_map(z, -2.0)

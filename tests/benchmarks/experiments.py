@@ -77,10 +77,11 @@ def posthoc_costs(store: Path, which: str, loop_pairs: int) -> None:
     times, score_times, fitted = {}, {}, {}
     for name in POSTHOC_MAPS:
         t0 = time.perf_counter()
-        predict, fitted[name] = fit_posthoc(name, zv, yv, loss)
+        fitted_map = fit_posthoc(name, zv, yv, loss)
+        fitted[name] = fitted_map.params
         times[name] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        score_probabilities(predict(zt), yt)
+        score_probabilities(fitted_map.proba(zt), yt, log_probs=fitted_map.log_proba(zt))
         score_times[name] = time.perf_counter() - t0
     for name in POSTHOC_MAPS:
         print(f"{name:<10} fit {times[name]:8.3f} s ({times[name] / times['ts-nll']:8.1f} x TS-NLL)  score "
