@@ -454,7 +454,11 @@ def reproduction_page(records: list[claims_module.Claim]) -> str:
     out = ["(reproduction)=", "# Reproduction", "",
            f"The empirical statements that this book's runs could not confirm: {len(mine)} in all. Empirical "
            "verdicts come from several seeds and an interval (`calib.stats`); each entry states the scale of our "
-           "runs, which is usually far smaller than the paper's.", ""]
+           "runs, which is usually far smaller than the paper's.", "",
+           "Table by table, every empirical result of the five papers with its status here, the scale of our "
+           "evidence and the command that would test it at the paper's scale is in the reproduction summary of "
+           "{doc}`chapter 11 </chapters/11-paper-tables>`; the runs behind it are chapter 10's "
+           "{doc}`benchmark </chapters/10-benchmark>`.", ""]
     for verdict, title, meaning in kinds:
         group = [c for c in mine if c.verdict == verdict]
         if group:

@@ -167,6 +167,7 @@ def test_reproduction_and_released_code_pages():
     assert repro.index("mukhoti2020/nr") < repro.index("mukhoti2020/inc") < repro.index("mukhoti2020/u")
     assert "seeds: 3" in repro and "N: 10000" in repro and "calib train --data cifar10" in repro
     assert "mukhoti2020/y" not in repro
+    assert "{doc}`chapter 11 </chapters/11-paper-tables>`" in repro           # the table-by-table summary
     code = book.released_code_page(RECORDS)
     assert "zhou2025/code" in code and "(1 note)" in code
     assert "mukhoti2020/y" not in code
