@@ -33,6 +33,7 @@ from calib import metrics
 from calib.experiments import POSTHOC_MAPS, fit_posthoc, load_grid, load_store, score_probabilities
 from calib.focal import focal_map
 from calib.posthoc import KOMISARENKO_GAMMAS, KOMISARENKO_TEMPERATURES
+from calib.data import load_dataset
 from calib.train import train
 
 
@@ -55,11 +56,15 @@ def training_now(store: Path, epochs: int) -> None:
     grid = load_grid(store / "grid-cpu.toml")
     configs = {r.loss: r.config for r in grid.runs if r.seed == grid.runs[0].seed}
     times = {}
+    first = next(iter(configs.values()))
+    dataset = load_dataset(first.data, seed=first.seed)          # read once, outside the timings
     with tempfile.TemporaryDirectory() as tmp:
+        train(dataclasses.replace(first, epochs=1, milestones=None), Path(tmp) / "warm-up", progress=False,
+              dataset=dataset)                                    # first-run costs (allocations, kernels) untimed
         for loss, config in configs.items():
             config = dataclasses.replace(config, epochs=epochs, milestones=None)
             t0 = time.perf_counter()
-            run = train(config, Path(tmp) / loss, progress=False)
+            run = train(config, Path(tmp) / loss, progress=False, dataset=dataset)
             times[loss] = (time.perf_counter() - t0, run.epochs[-1]["train_seconds"])
     ce = times["ce"]
     print(f"\ntraining now: {epochs} epoch(s) of every loss of grid-cpu.toml (55k images)")
