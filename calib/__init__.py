@@ -1,14 +1,18 @@
 """calib: calibration metrics, focal losses and post-hoc calibration, the library under the focal-calibration book.
 
-Modules, in layers (an import only goes downward; DESIGN.md has the plan this follows):
+Modules, in layers (an import goes to the same or a lower layer, never in a cycle; ``tests/test_layers.py``
+checks it against this list; DESIGN.md has the plan this follows):
 
 - layer 0: ``calib._validate`` (input checking), ``calib.symbolic`` (sympy derivations the chapters display),
-  ``calib.focal`` (the focal family as numpy functions: g, thresholds, gamma*, Psi^gamma, TS bounds),
-  ``calib.stats`` (seed-level and paired-bootstrap intervals, and the rule that turns them into a verdict)
+  ``calib.focal`` (the focal family as numpy functions, a package: ``gradient`` g, thresholds and gamma*;
+  ``schedules`` FLSD; ``optimum`` the focal risk and its minimiser; ``calibration_map`` Psi^gamma and the TS
+  bounds; ``_numerics`` the kernels they share), ``calib.stats`` (seed-level and paired-bootstrap intervals, and
+  the rule that turns them into a verdict)
 - layer 1: ``calib.metrics`` (calibration, accuracy and selective-classification metrics),
   ``calib.soft_binning`` (soft bin membership, SB-ECE and soft uncertainty in numpy, Karandikar et al. 2021),
-  ``calib.losses`` (training losses in torch and the ``get_loss`` registry), ``calib.published`` (the papers'
-  result tables as data)
+  ``calib.losses`` (training losses in torch, a package: ``functional`` per-sample losses, ``batch`` batch
+  objectives, ``registry`` the one table behind ``get_loss``), ``calib.published`` (the papers' result tables
+  as data)
 - layer 2: ``calib.posthoc`` (temperature scaling, focal temperature scaling), ``calib.simulate`` (synthetic
   calibrated and miscalibrated models, exact population errors), ``calib.data`` (datasets and loaders),
   ``calib.models`` (networks)

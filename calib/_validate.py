@@ -187,11 +187,20 @@ _THREAD_MIN_ELEMENTS = 1 << 22
 _ONE_BITS = np.float64(1.0).view(np.uint64)
 
 
-def _n_threads() -> int:
+def n_threads(work: int, min_work: int = _THREAD_MIN_ELEMENTS, cap: int = 8) -> int:
+    """How many threads a numpy kernel of ``work`` elements should be split over (numpy releases the GIL).
+
+    One below ``min_work`` (threads cost more than they save there); else the cores this process may use, at
+    most ``cap``. The one rule for every threaded kernel of calib (the top-label pass here, focal temperature
+    scaling's grid in :mod:`calib.posthoc`).
+    """
+    if work < min_work:
+        return 1
     try:
-        return max(1, min(4, len(os.sched_getaffinity(0))))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        return max(1, min(4, os.cpu_count() or 1))
+        cores = os.cpu_count() or 1
+    return max(1, min(cap, cores))
 
 
 def _top_label_pass(p: np.ndarray):
@@ -220,7 +229,7 @@ def _top_label_pass(p: np.ndarray):
                 top[s:e] = block[np.arange(e - s), a]
                 np.matmul(block, ones, out=sums[s:e])
 
-    threads = _n_threads() if p.size >= _THREAD_MIN_ELEMENTS else 1
+    threads = n_threads(p.size, cap=4)
     if threads == 1:
         span(0, n)
     else:

@@ -155,6 +155,54 @@ def _quantile_edges(x_sorted: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     return edges
 
 
+def _sorted_rows_tie_mean(key: np.ndarray, n_bins: int):
+    """Sort rows of keys ``bits(x) << 1 | flag`` (in place) and cut them into equal-mass bins.
+
+    ``key`` is an (R, N) int64 array made from non-negative floats x (``(x + 0.0).view(np.int64) << 1``) with
+    the outcome in the lowest bit. Returns the sorted x (R, N), the outcomes with each run of tied x replaced
+    by its mean (R, N), and the start of each non-empty bin (``np.array_split`` sizes): the one row-wise
+    equal-mass binning behind :func:`classwise_ece` (quantile) and :func:`equal_mass_ece_rows`.
+    """
+    r, n = key.shape
+    key.sort(axis=1)
+    hit = key & 1
+    key >>= 1
+    x = key.view(np.float64)
+    hit = _tie_mean(x.ravel(), hit.ravel(), row_len=n).reshape(r, n)
+    sizes = _quantile_sizes(n, n_bins)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])[sizes > 0]
+    return x, hit, starts
+
+
+def equal_mass_ece_rows(conf, correct, n_bins: int = 15) -> np.ndarray:
+    """Equal-mass top-label ECE of each row of ``conf`` (G, N) with the same outcomes ``correct`` (N,).
+
+    Row g gives ``ece(..., binning="quantile")`` (:func:`adaptive_ece`) of the confidences ``conf[g]`` with
+    outcomes ``correct``: the same bins, tied confidences counted with their group's mean outcome, for G
+    confidence vectors in one sort (focal temperature scaling scores a whole grid of maps this way).
+
+    Parameters
+    ----------
+    conf : numpy.ndarray, shape (G, N)
+        Top-label confidences in [0, 1], float64.
+    correct : numpy.ndarray of bool, shape (N,)
+    n_bins : int
+
+    Returns
+    -------
+    numpy.ndarray, shape (G,)
+    """
+    conf = as_float_array(conf, "conf", ndim=2)
+    correct = np.asarray(correct, dtype=bool)
+    check_length(correct, conf.shape[1], "correct", of="columns of conf")
+    n_bins = check_int(n_bins, "n_bins")
+    key = (conf + 0.0).view(np.int64) << 1
+    key |= correct.astype(np.int64)[None, :]
+    x, hit, starts = _sorted_rows_tie_mean(key, n_bins)
+    gap = np.add.reduceat(hit - x, starts, axis=1)
+    return np.abs(gap).sum(axis=1) / conf.shape[1]
+
+
 @dataclass(frozen=True)
 class _Bins:
     counts: np.ndarray     # (M,) samples per bin
@@ -465,10 +513,7 @@ def _classwise_quantile(p: np.ndarray, y: np.ndarray, n_bins: int):
         key <<= 1
         mine = by_class[class_start[k0]:class_start[k1]]  # the samples whose label is in this block
         key[y[mine] - k0, mine] |= 1  # the outcome 1[y = k] in the lowest bit
-        key.sort(axis=1)
-        hit = key & 1
-        key >>= 1
-        hit = _tie_mean(x.ravel(), hit.ravel(), row_len=n).reshape(x.shape)
+        x, hit, _ = _sorted_rows_tie_mean(key, n_bins)
         conf_sum[k0:k1, full] = np.add.reduceat(x, starts, axis=1)
         hits[k0:k1, full] = np.add.reduceat(hit, starts, axis=1)
     return counts, conf_sum.ravel(), hits.ravel()

@@ -11,15 +11,16 @@ tensors; labels are integer class indices.
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 from scipy.optimize import brentq
-from scipy.special import expit, log_softmax, softmax
+from scipy.special import expit, softmax
 
 from calib import metrics
-from calib._validate import as_float_array, as_logits_labels, as_scores, check_choice, check_int, check_positive
-from calib.focal import _MAP_DOMAIN, _log1p_gamma_r_negative, _log_one_minus_r, focal_map
+from calib._validate import (as_float_array, as_logits_labels, as_scores, check_choice, check_int, check_positive,
+                             n_threads)
+from calib.focal import focal_map
+from calib.focal._numerics import check_gamma, log1p_gamma_r_negative, log_one_minus_r, r_top
 
 #: Mukhoti et al. (2020)'s temperature grid (official code, ``temperature_scaling.py``): 0.1, 0.2, ..., 10.0.
 MUKHOTI_GRID = np.round(np.arange(1, 101) * 0.1, 10)
@@ -166,7 +167,7 @@ def fit_temperature_sb_ece(logits, labels, n_bins: int = 15, sb_temperature: flo
     r"""TS-SB-ECE: the temperature minimising the soft-binned ECE of ``softmax(logits / T)``.
 
     Karandikar et al. (2021), Sec. 4.1 (end) and Sec. 5.2: temperature scaling with the SB-ECE objective
-    (:func:`calib.losses.soft_binned_ece`: M = ``n_bins``, soft-binning temperature ``sb_temperature``,
+    (:func:`calib.losses.soft_binned_ece_loss`: M = ``n_bins``, soft-binning temperature ``sb_temperature``,
     ``norm``, ``estimator``) instead of the NLL. The paper trains T "by gradient descent for a small constant
     number of epochs" and states neither the SB-ECE variant nor the optimiser; the book's choice is
     deterministic and full-batch:
@@ -190,7 +191,7 @@ def fit_temperature_sb_ece(logits, labels, n_bins: int = 15, sb_temperature: flo
     import torch
     from scipy.optimize import minimize
 
-    from calib.losses import soft_binned_ece
+    from calib.losses import soft_binned_ece_loss
 
     z, y = as_logits_labels(logits, labels)
     n_bins = check_int(n_bins, "n_bins")
@@ -209,7 +210,7 @@ def fit_temperature_sb_ece(logits, labels, n_bins: int = 15, sb_temperature: flo
 
     def objective(u):
         ut = torch.tensor(float(u[0]), dtype=torch.float64, requires_grad=True)
-        value = soft_binned_ece(zt * torch.exp(-ut), yt, n_bins=n_bins, temperature=sb_temperature, norm=norm,
+        value = soft_binned_ece_loss(zt * torch.exp(-ut), yt, n_bins=n_bins, temperature=sb_temperature, norm=norm,
                                 estimator=estimator)
         (grad,) = torch.autograd.grad(value, ut)
         return value.item(), np.array([grad.item()])
@@ -285,11 +286,10 @@ def _fts_block(data: _FTSData, lo: int, hi: int, beta: float, gammas: np.ndarray
     np.negative(b, out=b)                              # b_j = -log q_j / (1 - q_j)
     with np.errstate(divide="ignore", over="ignore"):
         inv_q = np.reciprocal(q)                       # inf where q underflows: that class then weighs 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r_top = np.where(ratio < 1e-8, 1.0 - 0.5 * ratio, lse / ratio)   # r at q_top = 1 / (1 + R)
+    top_r = r_top(ratio, log_ratio, lse)               # r at q_top = 1 / (1 + R)
     rows = np.arange(hi - lo)
     yo = data.y_other[lo:hi]
-    row.lse[lo:hi], row.log_1mq_top[lo:hi], row.r_top[lo:hi] = lse, log_ratio - lse, r_top
+    row.lse[lo:hi], row.log_1mq_top[lo:hi], row.r_top[lo:hi] = lse, log_ratio - lse, top_r
     row.ratio[lo:hi], row.log_ratio[lo:hi] = ratio, log_ratio
     row.log_q_y[lo:hi] = data.d_y[lo:hi] * beta - lse
     row.log_1mq_y[lo:hi] = log_1mq[rows, yo]
@@ -320,8 +320,8 @@ def _fts_top_and_label(data: _FTSData, row: _RowTerms, total: np.ndarray, gammas
         log1p_gr_top = np.log1p(gam * row.r_top)
     negative = gammas < 0
     if negative.any():                                 # 1 + gamma r_top -> 1 + gamma as q_top -> 1: no cancellation
-        log_1mr = _log_one_minus_r(row.ratio, row.log_ratio)
-        log1p_gr_top[negative] = _log1p_gamma_r_negative(gam[negative], log_1mr[None, :])
+        log_1mr = log_one_minus_r(row.ratio, row.log_ratio)
+        log1p_gr_top[negative] = log1p_gamma_r_negative(gam[negative], log_1mr[None, :])
     log_w_top = -row.lse - gam * row.log_1mq_top - log1p_gr_top
     with np.errstate(divide="ignore"):
         gap = np.log(total) - log_w_top                # log(S / w_top); -inf when every other class underflows
@@ -329,26 +329,6 @@ def _fts_top_and_label(data: _FTSData, row: _RowTerms, total: np.ndarray, gammas
     log_w_y = np.where(data.correct, log_w_top, row.log_q_y - gam * row.log_1mq_y - np.log1p(gam * row.r_y))
     log_py = log_w_y - log_w_top - np.logaddexp(0.0, gap)    # log w_y - log(w_top + S)
     return conf, log_py
-
-
-def _quantile_ece_rows(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> np.ndarray:
-    """Equal-mass top-label ECE of each row of ``conf`` (G, N) with the same outcomes ``correct`` (N,).
-
-    The same bins as :func:`calib.metrics.ece` with ``binning="quantile"`` (``np.array_split`` sizes, tied
-    confidences counted with their group's mean outcome), for G confidence vectors in one sort.
-    """
-    g, n = conf.shape
-    key = (conf + 0.0).view(np.int64) << 1
-    key |= correct.astype(np.int64)[None, :]
-    key.sort(axis=1)
-    hit = key & 1
-    key >>= 1
-    x = key.view(np.float64)
-    hit = metrics._tie_mean(x.ravel(), hit.ravel(), row_len=n).reshape(g, n)
-    sizes = metrics._quantile_sizes(n, n_bins)
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])[sizes > 0]
-    gap = np.add.reduceat(hit - x, starts, axis=1)
-    return np.abs(gap).sum(axis=1) / n
 
 
 def _fts_scores_one_temperature(data: _FTSData, temperature: float, gammas: np.ndarray, objective: str,
@@ -363,17 +343,7 @@ def _fts_scores_one_temperature(data: _FTSData, temperature: float, gammas: np.n
     conf, log_py = _fts_top_and_label(data, row, total, gammas)
     if objective == "nll":
         return -log_py.mean(axis=1)
-    return _quantile_ece_rows(conf, data.correct, n_bins)
-
-
-def _n_threads(work: int) -> int:
-    if work < (1 << 20):
-        return 1
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(8, cores))
+    return metrics.equal_mass_ece_rows(conf, data.correct, n_bins)
 
 
 def _fts_grid(data: _FTSData, gammas: np.ndarray, temperatures: np.ndarray, objective: str, n_bins: int,
@@ -385,7 +355,7 @@ def _fts_grid(data: _FTSData, gammas: np.ndarray, temperatures: np.ndarray, obje
                     for i in index]
         return [_fts_scores_one_temperature(data, temperatures[i], gammas, objective, n_bins) for i in index]
 
-    threads = _n_threads(data.n * data.k * len(temperatures) * (1 if pairs else len(gammas)))
+    threads = n_threads(data.n * data.k * len(temperatures) * (1 if pairs else len(gammas)), min_work=1 << 20)
     chunks = [c for c in np.array_split(np.arange(len(temperatures)), threads) if c.size]
     if len(chunks) == 1:
         out = run(chunks[0])
@@ -398,11 +368,7 @@ def _fts_grid(data: _FTSData, gammas: np.ndarray, temperatures: np.ndarray, obje
 
 
 def _as_gamma_grid(gammas) -> np.ndarray:
-    arr = as_float_array(gammas, "gammas", ndim=1)
-    if arr.size == 0 or np.any(arr < -1):
-        raise ValueError(f"gammas must be a non-empty 1-D array of values >= -1 (the domain of the focal calibration "
-                         f"map); got {arr!r}. {_MAP_DOMAIN}")
-    return arr
+    return check_gamma(gammas, "gammas", domain="map", ndim=1)
 
 
 def _as_temperature_grid(temperatures) -> np.ndarray:

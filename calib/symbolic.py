@@ -41,7 +41,7 @@ from functools import lru_cache
 import sympy as sp
 
 __all__ = [
-    "p", "gamma", "p0", "q", "x", "Derivation", "vanishes", "focal_loss", "cross_entropy", "gradient_factor",
+    "p", "gamma", "p0", "q", "x", "Derivation", "vanishes", "focal_loss_expr", "cross_entropy_expr", "gradient_factor_expr",
     "prop1", "shape_of_g", "gamma_one", "prop2", "gamma_star_at_inverse_e", "entropy_bound", "focal_optimum",
     "eq8_prefactor_limit_at_one", "eq8_limit_at_one",
 ]
@@ -114,17 +114,17 @@ def _limit_at_one(expr, var=p):
 
 # -------------------------------------------------------------------------------------------- the losses
 
-def focal_loss(prob=p, gam=gamma):
+def focal_loss_expr(prob=p, gam=gamma):
     """L_f = -(1 - p)^gamma log p (Lin et al. 2017; Mukhoti et al. 2020, Sec. 4)."""
     return -(1 - prob) ** gam * sp.log(prob)
 
 
-def cross_entropy(prob=p):
+def cross_entropy_expr(prob=p):
     """L_c = -log p."""
     return -sp.log(prob)
 
 
-def gradient_factor(prob=p, gam=gamma):
+def gradient_factor_expr(prob=p, gam=gamma):
     """g(p, gamma) = (1-p)^gamma - gamma p (1-p)^(gamma-1) log p, as printed (Mukhoti et al. 2020, Eq. 7)."""
     return (1 - prob) ** gam - gam * prob * (1 - prob) ** (gam - 1) * sp.log(prob)
 
@@ -139,14 +139,14 @@ def prop1() -> Derivation:
     ``residual`` (ratio - g, 0) and ``eq6_residual`` (dL_f - g dL_c, 0).
     """
     d = Derivation("Prop. 1: the focal-loss gradient factor")
-    lf = d.add("L_f", focal_loss(), r"\mathcal{L}_f", "focal loss of the true-class probability p")
-    lc = d.add("L_c", cross_entropy(), r"\mathcal{L}_c", "cross-entropy")
+    lf = d.add("L_f", focal_loss_expr(), r"\mathcal{L}_f", "focal loss of the true-class probability p")
+    lc = d.add("L_c", cross_entropy_expr(), r"\mathcal{L}_c", "cross-entropy")
     dlf = d.add("dL_f", sp.diff(lf, p), r"\frac{\partial \mathcal{L}_f}{\partial p}", "derivative of focal loss")
     dlc = d.add("dL_c", sp.diff(lc, p), r"\frac{\partial \mathcal{L}_c}{\partial p}", "derivative of cross-entropy")
     ratio = sp.factor(sp.powsimp(sp.expand(dlf / dlc), force=True))
     d.add("ratio", ratio, r"\frac{\partial \mathcal{L}_f / \partial p}{\partial \mathcal{L}_c / \partial p}",
           "ratio of the two derivatives")
-    g = d.add("g", gradient_factor(), r"g(p, \gamma)", "Eq. 7 as printed")
+    g = d.add("g", gradient_factor_expr(), r"g(p, \gamma)", "Eq. 7 as printed")
     d.add("residual", _simplify_in_u(ratio - g), r"\text{ratio} - g(p, \gamma)", "0: the ratio is g (Prop. 1)")
     d.add("eq6_residual", _simplify_in_u(dlf - dlc * g),
           r"\frac{\partial \mathcal{L}_f}{\partial p} - g \, \frac{\partial \mathcal{L}_c}{\partial p}", "0: Eq. 6")
@@ -166,7 +166,7 @@ def shape_of_g() -> Derivation:
     ``g_at_0`` (1), ``g_at_1`` (0), ``dg_at_0`` (+oo).
     """
     d = Derivation("App. C: the shape of g")
-    g = gradient_factor()
+    g = gradient_factor_expr()
     d.add("dg", sp.diff(g, p), r"\frac{\partial g}{\partial p}", "derivative of g, computed")
     eq9 = -2 * (1 - p) - (1 - p) * sp.log(p) + (gamma - 1) * p * sp.log(p)
     eq8 = d.add("eq8", gamma * (1 - p) ** (gamma - 2) * eq9, r"\text{Eq. 8}", "Eq. 8 as printed")
@@ -214,7 +214,7 @@ def gamma_one() -> Derivation:
     Keys: ``g1``, ``thresholds`` (the set of solutions of g(p, 1) = 1), ``dg1``, ``argmax`` (a set), ``max``.
     """
     d = Derivation("g for gamma = 1")
-    g1 = d.add("g1", sp.expand(gradient_factor(p, 1)), r"g(p, 1)", "")
+    g1 = d.add("g1", sp.expand(gradient_factor_expr(p, 1)), r"g(p, 1)", "")
     d.add("thresholds", sp.FiniteSet(*sp.solve(sp.Eq(g1, 1), p)), r"\{p : g(p, 1) = 1\}", "p0(1) = 1/e exactly")
     dg1 = d.add("dg1", sp.diff(g1, p), r"\frac{\partial g(p, 1)}{\partial p}", "")
     arg = sp.solve(sp.Eq(dg1, 0), p)
@@ -247,7 +247,7 @@ def prop2() -> Derivation:
     """
     d = Derivation("Prop. 2: gamma* by Lambert W")
     a, b, W = _a, _b, _W
-    g_p0 = d.add("g_p0", gradient_factor(p0, gamma), r"g(p_0, \gamma)", "Eq. 7 at p0")
+    g_p0 = d.add("g_p0", gradient_factor_expr(p0, gamma), r"g(p_0, \gamma)", "Eq. 7 at p0")
     g_ab = d.add("g_ab", a ** (gamma - 1) * (a - gamma * b), r"a^{\gamma-1}(a - \gamma b)",
                  "Eq. 11, line 3, with a = 1 - p0 and b = p0 log p0")
     d.add("ab_residual", _simplify_in_u(g_ab.subs({a: 1 - p0, b: p0 * sp.log(p0)}) - g_p0, p0),
@@ -386,12 +386,12 @@ def focal_optimum() -> Derivation:
     risk = d.add("risk", -(1 - x) ** gamma * q * sp.log(x) - x ** gamma * (1 - q) * sp.log(1 - x),
                  r"R(x)", "expected focal loss of predicting x when P(y = 1) = q")
     dr = d.add("d_risk", sp.diff(risk, x), r"R'(x)", "")
-    form = d.add("d_risk_form", -q * gradient_factor(x, gamma) / x
-                 + (1 - q) * gradient_factor(1 - x, gamma) / (1 - x),
+    form = d.add("d_risk_form", -q * gradient_factor_expr(x, gamma) / x
+                 + (1 - q) * gradient_factor_expr(1 - x, gamma) / (1 - x),
                  r"-q \frac{g(x, \gamma)}{x} + (1-q) \frac{g(1-x, \gamma)}{1-x}", "")
     d.add("d_risk_residual", _simplify_in_u(sp.expand(dr - form), x), r"R'(x) - (\dots)", "0")
-    sol = sp.solve(sp.Eq(q * gradient_factor(x, gamma) / x, (1 - q) * gradient_factor(1 - x, gamma) / (1 - x)), q)
-    phi = lambda t: t / gradient_factor(t, gamma)  # noqa: E731
+    sol = sp.solve(sp.Eq(q * gradient_factor_expr(x, gamma) / x, (1 - q) * gradient_factor_expr(1 - x, gamma) / (1 - x)), q)
+    phi = lambda t: t / gradient_factor_expr(t, gamma)  # noqa: E731
     q_of_x = d.add("q_of_x", sol[0], r"q(x)", "stationarity solved for q")
     form_q = d.add("q_of_x_form", phi(x) / (phi(x) + phi(1 - x)), r"\frac{\varphi(x)}{\varphi(x) + \varphi(1-x)}",
                    "phi(x) = x / g(x, gamma): q is proportional to p / g(p, gamma)")
@@ -400,7 +400,7 @@ def focal_optimum() -> Derivation:
     d.add("q_of_x_residual", sp.simplify(sp.powsimp(sp.expand(numerator), force=True)),
           r"\operatorname{numerator}\left(q(x) - \frac{\varphi(x)}{\varphi(x) + \varphi(1-x)}\right)", "0")
     one_hot = d.add("d_risk_one_hot", sp.simplify(dr.subs(q, 1)), r"R'(x)\big|_{q=1}", "= -g(x, gamma)/x < 0")
-    d.add("d_risk_one_hot_residual", _simplify_in_u(one_hot + gradient_factor(x, gamma) / x, x),
+    d.add("d_risk_one_hot_residual", _simplify_in_u(one_hot + gradient_factor_expr(x, gamma) / x, x),
           r"R'(x)\big|_{q=1} + \frac{g(x, \gamma)}{x}", "0")
     return d
 
@@ -438,7 +438,7 @@ def posterior_recovery() -> Derivation:
     ``kkt`` (the stationarity condition eta_i phi(q_i) / q_i = lambda solved for eta_i: lambda h(q_i)).
     """
     d = Derivation("Charoenphakdee et al. (2021): lemmas")
-    phi = d.add("phi", gradient_factor(v, gamma), r"\varphi^\gamma(v)", "Eq. 10 (= Mukhoti et al.'s g)")
+    phi = d.add("phi", gradient_factor_expr(v, gamma), r"\varphi^\gamma(v)", "Eq. 10 (= Mukhoti et al.'s g)")
     ell = d.add("ell", -(1 - v) ** gamma * sp.log(v), r"\ell^\gamma(v)", "focal loss of a class predicted v")
     dell = d.add("dell", sp.diff(ell, v), r"\frac{d\ell^\gamma}{dv}", "")
     d.add("L1_residual", _simplify_in_u(dell + phi / v, v), r"\frac{d\ell^\gamma}{dv} + \frac{\varphi^\gamma(v)}{v}",
@@ -473,12 +473,12 @@ def posterior_recovery() -> Derivation:
                r"W(\mathbf{q}; \boldsymbol\eta)", "Eq. 7, K = 2, q = (q_1, 1 - q_1)")
     slope = d.add("thm5_slope", sp.diff(W2.subs(q1, eta1 + _t), _t).subs(_t, 0).subs(eta2, 1 - eta1),
                   r"\frac{d}{dt} W(\boldsymbol\eta + t(\mathbf{e}_1 - \mathbf{e}_2); \boldsymbol\eta)\Big|_{t=0}", "")
-    d.add("thm5_residual", _simplify_in_u(sp.expand(slope - (gradient_factor(1 - eta1, gamma)
-                                                              - gradient_factor(eta1, gamma))), eta1),
+    d.add("thm5_residual", _simplify_in_u(sp.expand(slope - (gradient_factor_expr(1 - eta1, gamma)
+                                                              - gradient_factor_expr(eta1, gamma))), eta1),
           r"\text{slope} - (\varphi^\gamma(\eta_2) - \varphi^\gamma(\eta_1))", "0: nonzero unless phi(eta1) = phi(eta2)")
     lam = sp.Symbol("lambda", positive=True)
     qi, ei = sp.symbols("q_i eta_i", positive=True)
-    d.add("kkt", sp.solve(sp.Eq(ei * gradient_factor(qi, gamma) / qi, lam), ei)[0], r"\eta_i",
+    d.add("kkt", sp.solve(sp.Eq(ei * gradient_factor_expr(qi, gamma) / qi, lam), ei)[0], r"\eta_i",
           "KKT: eta_i phi(q_i) / q_i = lambda, so eta_i is proportional to h(q_i) (Thm. 11)")
     return d
 
@@ -522,7 +522,7 @@ def reweighted_risk() -> Derivation:
     d.add("dfl_limit_3", _limit_at_one(dfl.subs(gamma, 3)), r"\lim_{p\to1}\frac{\partial \ell_{FL}}{\partial p}\Big|_{\gamma=3}", "0")
     d.add("dfl_limit_half", _limit_at_one(dfl.subs(gamma, sp.Rational(1, 2))),
           r"\lim_{p\to1}\frac{\partial \ell_{FL}}{\partial p}\Big|_{\gamma=1/2}", "0")
-    d.add("fl_factor_residual", _simplify_in_u(-p * dfl - gradient_factor(p, gamma)),
+    d.add("fl_factor_residual", _simplify_in_u(-p * dfl - gradient_factor_expr(p, gamma)),
           r"-p\,\frac{\partial \ell_{FL}}{\partial p} - g(p, \gamma)", "0: Mukhoti et al.'s gradient factor")
     ifl = d.add("ifl", -(1 + p) ** gamma * sp.log(p), r"\ell_{IFL}", "Def. 3.2, Eq. 3")
     difl = d.add("difl", sp.diff(ifl, p), r"\frac{\partial \ell_{IFL}}{\partial p}", "")
@@ -587,7 +587,7 @@ def focal_convexity() -> Derivation:
     ``d2_gamma_one`` ((p + 1) / p^2).
     """
     d = Derivation("Komisarenko & Kull Prop. 1: focal loss is convex in p")
-    L = d.add("L", focal_loss(), r"L_{FL}(p, y{=}1)", "focal loss of the predicted probability p of the true class")
+    L = d.add("L", focal_loss_expr(), r"L_{FL}(p, y{=}1)", "focal loss of the predicted probability p of the true class")
     d1 = d.add("d1", sp.diff(L, p), r"\partial_p L_{FL}", "first derivative, computed")
     d1p = d.add("d1_paper", gamma * (1 - p) ** (gamma - 1) * sp.log(p) - (1 - p) ** gamma / p,
                 r"\partial_p L_{FL}\ \text{(App. A.1)}", "as printed")
@@ -656,13 +656,13 @@ def binary_focal_decomposition() -> Derivation:
     num, _ = sp.fraction(sp.together(sp.expand_power_base(sp.powsimp(p_hat - paper, force=True), force=True)))
     d.add("paper_residual", _simplify_in_u(sp.powsimp(sp.expand(num), force=True), q),
           r"\operatorname{numerator}\left(\hat p - \hat p_{\text{Prop. 2}}\right)", "0")
-    w = lambda t: t / gradient_factor(t, gamma)  # noqa: E731
+    w = lambda t: t / gradient_factor_expr(t, gamma)  # noqa: E731
     form_g = d.add("p_hat_g", w(q) / (w(q) + w(1 - q)),
                    r"\frac{q/g(q,\gamma)}{q/g(q,\gamma) + (1-q)/g(1-q,\gamma)}", "with Mukhoti's gradient factor g")
     num_g, _ = sp.fraction(sp.together(p_hat - form_g))
     d.add("g_residual", _simplify_in_u(sp.powsimp(sp.expand(num_g), force=True), q),
           r"\operatorname{numerator}\left(\hat p - \frac{q/g(q)}{q/g(q) + (1-q)/g(1-q)}\right)", "0")
-    d.add("dl1_g", _simplify_in_u(sp.expand(-q * dl1 - gradient_factor(q, gamma)), q), r"-q\,\ell_1'(q) - g(q,\gamma)",
+    d.add("dl1_g", _simplify_in_u(sp.expand(-q * dl1 - gradient_factor_expr(q, gamma)), q), r"-q\,\ell_1'(q) - g(q,\gamma)",
           "0: the derivative of the positive partial loss is -g(q, gamma) / q")
     d.add("p_hat_gamma_zero", sp.simplify(p_hat.subs(gamma, 0)), r"\hat p(q)\big|_{\gamma=0}",
           "q: cross-entropy is proper")
@@ -778,19 +778,19 @@ def multiclass_focal_decomposition() -> Derivation:
     ``binary_residual`` (n = 2: the odds of Eq. 1 over those of Prop. 2's p_hat, minus 1: 0).
     """
     d = Derivation("Komisarenko & Kull Prop. 4: the multiclass focal calibration map")
-    L = d.add("L", focal_loss(q, gamma), r"L(q)", "focal loss of the predicted probability q of the true class")
+    L = d.add("L", focal_loss_expr(q, gamma), r"L(q)", "focal loss of the predicted probability q of the true class")
     dL = d.add("dL", sp.diff(L, q), r"L'(q)", "computed")
     dLp = d.add("dL_paper", (1 - q) ** gamma * (gamma * sp.log(q) / (1 - q) - 1 / q), r"L'(q)\ \text{(Eq. 1)}",
                 "the paper's denominator")
     d.add("dL_residual", _simplify_in_u(sp.expand(dL - dLp), q), r"L'(q) - \text{(Eq. 1)}", "0")
     d.add("inverse_dL", 1 / dLp, r"1 / L'(q)", "")
-    d.add("inverse_dL_g", -q / gradient_factor(q, gamma), r"-q / g(q, \gamma)", "the same, with Mukhoti's g")
-    d.add("g_residual", _simplify_in_u(sp.expand(-q * dL - gradient_factor(q, gamma)), q), r"-q L'(q) - g(q, \gamma)",
+    d.add("inverse_dL_g", -q / gradient_factor_expr(q, gamma), r"-q / g(q, \gamma)", "the same, with Mukhoti's g")
+    d.add("g_residual", _simplify_in_u(sp.expand(-q * dL - gradient_factor_expr(q, gamma)), q), r"-q L'(q) - g(q, \gamma)",
           "0, so p_hat_j is proportional to q_j / g(q_j, gamma)")
     qs = sp.symbols("q_1:4", positive=True)
     ps = sp.symbols("p_1:4", positive=True)
     lam = sp.Symbol("lambda")
-    lag = d.add("lagrangian", sum(pi * focal_loss(qi, gamma) for pi, qi in zip(ps, qs)) + lam * (sum(qs) - 1),
+    lag = d.add("lagrangian", sum(pi * focal_loss_expr(qi, gamma) for pi, qi in zip(ps, qs)) + lam * (sum(qs) - 1),
                 r"\mathcal{L}(q, \lambda)", "three classes")
     d.add("stationarity", [sp.Eq(sp.diff(lag, qi), 0) for qi in qs], r"\partial_{q_j}\mathcal{L} = 0",
           "p_j L'(q_j) = -lambda")
@@ -816,7 +816,7 @@ def prop5_proof_derivative() -> Derivation:
     (df - ratio_paper, not 0: the printed f' has the wrong sign), ``f_sign`` (-q / g(q): f < 0, not >= 0).
     """
     d = Derivation("Komisarenko & Kull Prop. 5 proof: f = 1/L'")
-    L = focal_loss(q, gamma)
+    L = focal_loss_expr(q, gamma)
     dL, d2L = sp.diff(L, q), sp.diff(L, q, 2)
     f = d.add("f", 1 / dL, r"f(q) = 1 / L'(q)", "")
     df = d.add("df", sp.diff(f, q), r"f'(q)", "computed")
@@ -831,7 +831,7 @@ def prop5_proof_derivative() -> Derivation:
     d.add("sign_slip", sp.simplify((df - paper).subs({gamma: 2, q: sp.Rational(2, 5)})),
           r"\left(f' - \text{(App. A.5)}\right)\big|_{\gamma=2, q=2/5}",
           "not 0: f' = -L''/L'^2, the paper drops the sign")
-    d.add("f_sign", _simplify_in_u(sp.expand(f * gradient_factor(q, gamma) / q), q),
+    d.add("f_sign", _simplify_in_u(sp.expand(f * gradient_factor_expr(q, gamma) / q), q),
           r"f(q)\, g(q, \gamma) / q", "-1: f = -q / g < 0, so the paper's 'f >= 0' should be 'f <= 0'")
     return d
 
@@ -947,3 +947,19 @@ def avuc_identity() -> Derivation:
     b = d.add("avu", (nac + niu) / (nac + nau + nic + niu), r"\mathrm{AvU}", "Krishnan & Tickoo (2020)")
     d.add("residual", sp.simplify(sp.expand_log(a + sp.log(b), force=True)), r"\mathrm{AvUC} + \log\mathrm{AvU}", "0")
     return d
+
+
+#: Old names that still work, with a DeprecationWarning: old name -> new name. The numpy and torch functions
+#: keep the short names (calib.focal.gradient_factor, calib.losses.focal_loss); the sympy ones say "expr".
+_RENAMED = {"focal_loss": "focal_loss_expr", "cross_entropy": "cross_entropy_expr",
+            "gradient_factor": "gradient_factor_expr"}
+
+
+def __getattr__(name: str):
+    if name in _RENAMED:
+        import warnings
+
+        warnings.warn(f"calib.symbolic.{name} is now calib.symbolic.{_RENAMED[name]} (a sympy expression).",
+                      DeprecationWarning, stacklevel=2)
+        return globals()[_RENAMED[name]]
+    raise AttributeError(f"module 'calib.symbolic' has no attribute {name!r}")

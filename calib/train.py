@@ -252,6 +252,15 @@ def _device_name(device: torch.device) -> str:
     return f"CPU: {platform.processor() or platform.machine()} ({os.cpu_count()} cores)"
 
 
+def _cpu_capability() -> str:
+    """The vector instruction set torch's CPU kernels dispatch to (e.g. "AVX512", "AVX2"); float32 training is
+    bit-reproducible only between machines with the same one (and the same number of threads)."""
+    try:
+        return str(torch.backends.cpu.get_cpu_capability())
+    except AttributeError:  # torch < 2.0
+        return "unknown"
+
+
 def _epoch_seed(seed: int, epoch: int) -> int:
     """The seed of epoch ``epoch``'s data order and augmentation: independent of any state, so a resumed
     run replays exactly the batches an uninterrupted one would have seen."""
@@ -516,7 +525,7 @@ class Trainer:
                 "versions": {"calib": getattr(calib, "__version__", "0.1.0"), "torch": torch.__version__,
                              "numpy": np.__version__, "scipy": scipy.__version__, "python": sys.version.split()[0]},
                 "git_commit": _git_commit(), "git_dirty": _git_dirty(), "threads": torch.get_num_threads(),
-                "written": time.strftime("%Y-%m-%d %H:%M:%S")}
+                "cpu_capability": _cpu_capability(), "written": time.strftime("%Y-%m-%d %H:%M:%S")}
 
     def _final_logits(self) -> None:
         arrays = {}
@@ -653,18 +662,6 @@ def config_from_meta(path) -> TrainConfig:
 
 # ---------------------------------------------------------------- App. B: the linear model, full batch
 
-def _binary_gradient_factor(s: np.ndarray, gamma: np.ndarray) -> np.ndarray:
-    """g(p, gamma) at p = sigma(s), from the logit s: ``exp(-gamma softplus(s)) (1 + gamma r)`` with
-    ``r = -p log p / (1 - p) = e^s softplus(-s)`` (r -> 1 as p -> 1). The same value as
-    :func:`calib.focal.gradient_factor`, without its input checks, and accurate when p rounds to 1."""
-    u = np.exp(-np.abs(s))                                   # in (0, 1]
-    log1p_u = np.log1p(u)
-    with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
-        r = np.where(s >= 0, np.where(u > 0, log1p_u / u, 1.0), u * (log1p_u - s))   # softplus(-s) = log1p(u) - s
-    softplus = np.maximum(s, 0) + log1p_u
-    return np.exp(-gamma * softplus) * (1 + gamma * r)
-
-
 def logistic_gradient_descent(x, y, gamma=0.0, lr: float = 0.5, iterations: int = 20000, record_every: int = 100,
                               w0=None) -> dict:
     r"""Full-batch gradient descent on bias-free logistic regression ``p = sigma(w . x)`` with cross-entropy
@@ -699,6 +696,8 @@ def logistic_gradient_descent(x, y, gamma=0.0, lr: float = 0.5, iterations: int 
     """
     from scipy.special import expit
 
+    from calib.focal._numerics import gradient_factor_of_logit
+
     x = np.asarray(to_numpy(x, "x"), dtype=np.float64)
     single = x.ndim == 2
     if single:
@@ -719,7 +718,7 @@ def logistic_gradient_descent(x, y, gamma=0.0, lr: float = 0.5, iterations: int 
     recorded, grads = [], []
     for t in range(iterations + 1):
         z = np.matmul(x, w[:, :, None])[:, :, 0]
-        dz = _binary_gradient_factor(sign * z, gamma) * (expit(z) - y)
+        dz = gradient_factor_of_logit(sign * z, gamma) * (expit(z) - y)
         grad = np.matmul(dz[:, None, :], x)[:, 0, :] / n
         if t in steps:
             recorded.append(w.copy())

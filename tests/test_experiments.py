@@ -8,11 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from scipy.special import softmax
 
-from calib import cli
+from calib import cli, metrics
 from calib.data import DEBIAN_FASHION_MNIST
-from calib.experiments import (POSTHOC_MAPS, evaluate_run, evaluate_store, fit_posthoc, load_grid, load_store,
-                               loss_gamma, paired_difference, summarise, sweep, train_commands)
+from calib.experiments import (POSTHOC_MAPS, evaluate_store, fit_posthoc, load_grid, load_store, loss_gamma,
+                               paired_difference, summarise, sweep, train_commands)
 from calib.stats import paired_seed_interval
 from calib.train import Trainer, TrainConfig, config_from_meta, load_run, train
 
@@ -238,6 +239,11 @@ def test_committed_store_is_complete_and_small():
 
 @pytest.mark.skipif(not DEBIAN_FASHION_MNIST.is_dir(), reason="needs Fashion-MNIST (Debian's dataset-fashion-mnist)")
 def test_cheapest_stored_run_retrains_to_its_logits(tmp_path):
+    """``--from-meta`` reproduces a stored run: to 1e-4 in the logits on a CPU with the instruction set the run
+    was trained with (torch's float32 kernels round differently under AVX2 and AVX512, and SGD amplifies it);
+    elsewhere to the run's test accuracy (0.5 points) and NLL (3 %), far inside the spread between seeds."""
+    from calib.train import _cpu_capability
+
     runs = load_store(STORE)
     cheapest = min(runs, key=lambda r: r.meta["wall_time_s"])
     threads = torch.get_num_threads()
@@ -249,7 +255,16 @@ def test_cheapest_stored_run_retrains_to_its_logits(tmp_path):
     stored, fresh = cheapest.logits(), rerun.logits()
     assert rerun.meta["config"] == cheapest.meta["config"]
     np.testing.assert_array_equal(fresh["test_labels"], stored["test_labels"])
-    assert np.max(np.abs(fresh["test_logits"] - stored["test_logits"])) < 1e-4
+    if cheapest.meta.get("cpu_capability") == _cpu_capability():
+        assert np.max(np.abs(fresh["test_logits"] - stored["test_logits"])) < 1e-4
+    else:
+        print(f"stored run trained under {cheapest.meta.get('cpu_capability', 'an unrecorded instruction set')}, "
+              f"this CPU runs {_cpu_capability()}: comparing accuracy and NLL")
+        y = stored["test_labels"]
+        acc = [float((a["test_logits"].argmax(1) == y).mean()) for a in (fresh, stored)]
+        nll = [metrics.nll(softmax(a["test_logits"].astype(np.float64), axis=1), y) for a in (fresh, stored)]
+        assert abs(acc[0] - acc[1]) < 0.005, acc
+        assert abs(nll[0] - nll[1]) < 0.03 * nll[1], nll
 
 
 def test_validation_choice_rule():

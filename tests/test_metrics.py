@@ -23,10 +23,10 @@ ESTIMATORS = ("bin", "label")
 # data
 # ------------------------------------------------------------------------------------------------------
 
-def softmax(z):
+def softmax(z, axis=1):
     z = np.asarray(z, dtype=np.float64)
-    e = np.exp(z - z.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
+    e = np.exp(z - z.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
 
 
 def random_data(seed, n, k, kind="smooth"):
@@ -772,3 +772,171 @@ def test_adaptive_ece_torrvision_reproduces_the_official_code_by_hand():
     assert adaptive_ece_torrvision(probs, labels, n_bins=2) == pytest.approx(expected, abs=1e-15)
     with pytest.raises(ValueError, match="n_bins"):
         adaptive_ece_torrvision(probs, labels, n_bins=0)
+
+
+def random_probs(seed, n, k, scale=2.0):
+    rng = np.random.default_rng(seed)
+    p = softmax(rng.normal(size=(n, k)) * scale, axis=1)
+    return p, rng.integers(0, k, n)
+
+
+def ref_csf(row, kind):
+    row = list(row)
+    s = sorted(row, reverse=True)
+    if kind == "msp":
+        return s[0]
+    if kind == "margin":
+        return s[0] - s[1]
+    if kind == "negative_entropy":
+        return sum(v * math.log(v) for v in row if v > 0)
+    return sum(v * v for v in row) - 1
+
+
+def ref_curve(score, loss):
+    """Sorted-risk definition: sort by score, highest first (distinct scores), selective risk at each i."""
+    order = sorted(range(len(score)), key=lambda i: -score[i])
+    risks, total = [], 0.0
+    for i, j in enumerate(order, start=1):
+        total += loss[j]
+        risks.append(total / i)
+    return np.array(risks)
+
+
+@pytest.mark.parametrize("kind", metrics.CSFS)
+@pytest.mark.parametrize("k", [2, 3, 10])
+def test_confidence_score_matches_loop_and_stays_in_range(kind, k):
+    p, _ = random_probs(k, 200, k)
+    p[:5] = np.eye(k)[np.arange(5) % k]  # one-hot rows: 0 log 0 = 0, margin 1
+    p[5] = 1.0 / k                        # uniform row: the bottom of every range
+    got = metrics.confidence_score(p, kind)
+    want = np.array([ref_csf(row, kind) for row in p])
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)
+    lo, hi = metrics.confidence_range(kind, k)
+    assert np.all(got >= lo - 1e-12) and np.all(got <= hi + 1e-12)
+    assert got[5] == pytest.approx(lo, abs=1e-12) and got[0] == pytest.approx(hi, abs=1e-12)
+
+
+def test_negative_entropy_is_on_probabilities_not_logits():
+    """App. Table 1 prints sum z log z on the logits: NaN for a negative logit (Zhou et al. 2025; inventory P8)."""
+    z = np.array([[2.0, -1.0, 0.5]])
+    with np.errstate(invalid="ignore"):
+        printed = np.sum(z * np.log(z))
+    assert np.isnan(printed)
+    assert metrics.confidence_score(softmax(z, axis=1), "negative_entropy")[0] == pytest.approx(-0.6216, abs=1e-4)
+
+
+def test_confidence_score_rejects_bad_input():
+    p, _ = random_probs(0, 10, 3)
+    with pytest.raises(ValueError, match="kind"):
+        metrics.confidence_score(p, "energy")
+    with pytest.raises(ValueError, match="rows of probs must sum to 1"):
+        metrics.confidence_score(p * 0.5, "msp")
+
+
+def test_risk_coverage_curve_matches_sorted_definition_with_any_loss_and_csf():
+    for seed in range(5):
+        p, y = random_probs(seed, 300, 4)
+        rng = np.random.default_rng(seed)
+        loss = rng.exponential(size=300)
+        for csf in metrics.CSFS:
+            score = metrics.confidence_score(p, csf)
+            rc = metrics.risk_coverage_curve(p, y, confidence=csf, loss=loss)
+            np.testing.assert_allclose(rc.risk, ref_curve(score.tolist(), loss.tolist()), rtol=1e-12)
+            np.testing.assert_allclose(rc.coverage, np.arange(1, 301) / 300)
+            np.testing.assert_allclose(rc.threshold, np.sort(score)[::-1])
+            assert metrics.aurc(p, y, confidence=csf, loss=loss) == pytest.approx(rc.risk.mean(), rel=1e-13)
+            assert metrics.aurc(p, y, confidence=score, loss=loss) == pytest.approx(rc.risk.mean(), rel=1e-13)
+
+
+def test_aurc_harmonic_weight_identity():
+    """(1/n) sum_i (1/i) sum_{j<=i} l_(j) = (1/n) sum_i l_i (H_n - H_{r_i - 1}) (Zhou et al. 2025, Sec. 2.3)."""
+    for seed in range(5):
+        p, y = random_probs(seed, 1000, 5)
+        loss = np.random.default_rng(seed).random(1000)
+        rc = metrics.risk_coverage_curve(p, y, loss=loss)
+        conf = p.max(axis=1)
+        rank = np.empty(1000, dtype=int)
+        rank[np.argsort(-conf)] = np.arange(1, 1001)
+        harmonic = np.concatenate([[0.0], np.cumsum(1.0 / np.arange(1, 1001))])
+        weights = harmonic[1000] - harmonic[rank - 1]
+        np.testing.assert_allclose(rc.weights, weights, rtol=1e-12)
+        assert rc.weights.mean() == pytest.approx(1.0, rel=1e-13)
+        assert np.mean(weights * loss) == pytest.approx(metrics.aurc(p, y, loss=loss), rel=1e-12)
+
+
+def test_aurc_weights_with_ties_give_the_tie_averaged_aurc():
+    rng = np.random.default_rng(3)
+    p, y = random_probs(3, 120, 3)
+    score = rng.integers(0, 6, 120).astype(float)  # many ties
+    loss = rng.random(120)
+    rc = metrics.risk_coverage_curve(p, y, confidence=score, loss=loss)
+    assert np.mean(rc.weights * loss) == pytest.approx(rc.risk.mean(), rel=1e-12)
+    for value in np.unique(score):  # tied samples share one weight
+        assert np.ptp(rc.weights[score == value]) < 1e-12
+    perm = rng.permutation(120)
+    assert metrics.aurc(p[perm], y[perm], confidence=score[perm], loss=loss[perm]) == pytest.approx(
+        rc.risk.mean(), rel=1e-12)
+
+
+def test_risk_coverage_rejects_bad_input():
+    p, y = random_probs(0, 10, 3)
+    with pytest.raises(ValueError, match="loss has 9 entries"):
+        metrics.risk_coverage_curve(p, y, loss=np.ones(9))
+    with pytest.raises(ValueError, match="confidence"):
+        metrics.aurc(p, y, confidence="energy")
+    with pytest.raises(ValueError, match="NaN"):
+        metrics.aurc(p, y, loss=np.full(10, np.nan))
+
+
+def test_classwise_ece_rho_matches_l1_l2_and_a_loop():
+    p, y = random_probs(0, 400, 4)
+    for binning in ("uniform", "quantile"):
+        assert metrics.classwise_ece(p, y, binning=binning, norm=1) == pytest.approx(
+            metrics.classwise_ece(p, y, binning=binning, norm="l1"), rel=1e-12)
+        assert metrics.classwise_ece(p, y, binning=binning, norm=2.0) == pytest.approx(
+            metrics.classwise_ece(p, y, binning=binning, norm="l2"), rel=1e-12)
+    rho, m = 1.5, 10
+    total = 0.0
+    for c in range(4):
+        col, hit = p[:, c], (y == c)
+        idx = np.clip(np.ceil(col * m).astype(int) - 1, 0, m - 1)
+        for b in range(m):
+            sel = idx == b
+            if sel.any():
+                total += sel.sum() / 400 * abs(hit[sel].mean() - col[sel].mean()) ** rho
+    want = (total / 4) ** (1 / rho)
+    assert metrics.classwise_ece(p, y, n_bins=m, norm=rho) == pytest.approx(want, rel=1e-9)
+
+
+@pytest.mark.parametrize("bad", [0.5, -1, float("nan"), True, "l3"])
+def test_classwise_ece_rejects_bad_rho(bad):
+    p, y = random_probs(0, 10, 3)
+    with pytest.raises(ValueError, match="norm"):
+        metrics.classwise_ece(p, y, norm=bad)
+
+
+def test_equal_mass_ece_rows_is_adaptive_ece_of_each_row():
+    rng = np.random.default_rng(11)
+    n, g = 997, 6
+    correct = rng.random(n) < 0.7
+    conf = rng.uniform(0.5, 1.0, size=(g, n))           # >= 1/2: the top label of (c, 1 - c) is class 0
+    conf[1] = np.round(conf[1], 2)                     # ties across the bin cuts
+    conf[2] = 1.0                                      # one confidence for every sample
+    rows = metrics.equal_mass_ece_rows(conf, correct, n_bins=15)
+    for i in range(g):
+        # a two-class prediction with top-label confidence conf[i] that is right where correct is
+        p = np.stack([conf[i], 1 - conf[i]], axis=1)
+        labels = np.where(correct, 0, 1)
+        assert rows[i] == pytest.approx(metrics.adaptive_ece(p, labels, n_bins=15), abs=1e-15), i
+    with pytest.raises(ValueError, match="correct"):
+        metrics.equal_mass_ece_rows(conf, correct[:-1])
+    with pytest.raises(ValueError, match="conf"):
+        metrics.equal_mass_ece_rows(conf[0], correct)
+
+
+def test_one_rule_for_the_number_of_threads(monkeypatch):
+    monkeypatch.setattr(_validate.os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
+    assert _validate.n_threads(10) == 1                        # small work: no threads
+    assert _validate.n_threads(1 << 30) == 8                   # capped
+    assert _validate.n_threads(1 << 30, cap=4) == 4
+    assert _validate.n_threads(1 << 20, min_work=1 << 20) == 8

@@ -1,9 +1,19 @@
+"""calib.posthoc: temperature scaling (NLL, ECE grid, SB-ECE) and focal temperature scaling (Komisarenko & Kull 2024,
+Secs. 4.2, 5.1 and 5.2): fits against brute force, the grid kernel against the per-point loop, input checks."""
+
+from __future__ import annotations
+
 import numpy as np
 import pytest
+import torch
 from scipy.optimize import minimize_scalar
 from scipy.special import log_softmax, softmax
 
-from calib.posthoc import MUKHOTI_GRID, TemperatureScaling, fit_temperature_nll
+from calib import metrics
+from calib.focal import focal_map, focal_optimal_prediction
+from calib.losses import soft_binned_ece_loss
+from calib.posthoc import (KOMISARENKO_GAMMAS, KOMISARENKO_TEMPERATURES, MUKHOTI_GRID, FocalTemperatureScaling,
+                           TemperatureScaling, fit_temperature_nll, fit_temperature_sb_ece, focal_temperature_scores)
 
 
 def calibrated_logits(n, k=5, scale=2.5, seed=0):
@@ -100,3 +110,275 @@ def test_no_finite_temperature_is_reported_not_clamped():
         TemperatureScaling("nll").fit(z, y)
     with pytest.raises(ValueError, match="no information"):
         TemperatureScaling("nll").fit(z, 1 - y)
+
+
+def test_fts_grid_at_gamma_minus_one():
+    """FocalTemperatureScaling accepts gamma_ev = -1 (the released code's grid has it) and refuses gamma < -1."""
+    from calib import metrics
+    from calib.posthoc import FocalTemperatureScaling, focal_temperature_scores
+
+    rng = np.random.default_rng(5)
+    z = rng.normal(size=(600, 5)) * rng.uniform(0.3, 8.0, size=(600, 1))
+    z[:10] *= 30                                                   # saturated rows: 1 + gamma r_top -> 0
+    y = rng.integers(0, 5, 600)
+    temps = np.array([0.3, 1.0, 2.0])
+    for objective, metric, rows in [("ece", metrics.adaptive_ece, slice(None)), ("nll", metrics.nll, slice(10, None))]:
+        grid = focal_temperature_scores(z[rows], y[rows], [-1.0], temps, objective=objective)[0]
+        loop = [metric(focal_map(z[rows] / t, -1.0), y[rows]) for t in temps]
+        np.testing.assert_allclose(grid, loop, rtol=1e-11)
+    assert np.all(np.isfinite(focal_temperature_scores(z, y, [-1.0], temps, objective="nll")))   # log space
+    fts = FocalTemperatureScaling(gammas=[-1.0, 0.0, 1.0], temperatures=temps, objective="nll").fit(z, y)
+    assert np.all(np.isfinite(fts.grid_scores))
+    for bad in [[-1.5, 1.0], [-1.0000001]]:
+        with pytest.raises(ValueError, match=r">= -1"):
+            FocalTemperatureScaling(gammas=bad)
+        with pytest.raises(ValueError, match=r">= -1"):
+            focal_temperature_scores(z, y, bad, temps)
+
+
+torch.set_num_threads(1)
+
+#: a T grid around the planted T = 0.5, with the paper's step 0.01 (the full grid is tested on small data)
+TEMPS = np.round(np.arange(25, 101) * 0.01, 10)
+
+
+def random_logits(n, k, seed, scale=6.0):
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=(n, k)) * rng.uniform(0.3, scale, size=(n, 1))
+    return z, rng.integers(0, k, n)
+
+
+def loop_scores(z, y, gammas, temps, objective):
+    """The reference: form focal_map(z / T, gamma) at every grid point and score it with calib.metrics."""
+    def score(p):
+        if objective == "ece":
+            return metrics.adaptive_ece(p, y)
+        if p[np.arange(len(y)), y].min() < 1e-290:       # the log of a subnormal probability is inexact
+            return np.nan
+        return metrics.nll(p, y)
+
+    return np.array([[score(focal_map(z / t, float(g))) for t in temps] for g in gammas])
+
+
+def log_softmax_nll(z, y, t):
+    return float(-np.mean(log_softmax(z / t, axis=1)[np.arange(len(y)), y]))
+
+
+@pytest.fixture(scope="module")
+def planted():
+    """Labels drawn from eta, logits whose FTS with (gamma, T) = (1, 0.5) returns eta exactly."""
+    rng = np.random.default_rng(7)
+    eta = rng.dirichlet(np.full(5, 0.6), size=20_000)
+    y = (rng.uniform(size=(len(eta), 1)) > np.cumsum(eta, axis=1)).sum(axis=1)
+    q = focal_optimal_prediction(eta, 1.0)                 # Psi^1(q) = eta
+    z = 0.5 * np.log(q)                                    # softmax(z / 0.5) = q
+    return z, y, eta
+
+
+# ------------------------------------------------------------------------------------- the grid kernel
+
+@pytest.mark.parametrize("objective", ["ece", "nll"])
+def test_grid_scores_equal_the_loop(objective):
+    z, y = random_logits(2000, 10, 0, scale=6.0 if objective == "ece" else 3.0)
+    gammas = np.array([-0.9, -0.5, 0.0, 0.05, 1.0, 5.0, 20.0])
+    temps = np.array([0.2, 0.7, 1.0, 3.3])
+    fast = focal_temperature_scores(z, y, gammas, temps, objective=objective)
+    assert fast.shape == (7, 4)
+    ref = loop_scores(z, y, gammas, temps, objective)
+    assert np.isfinite(ref).sum() >= 26
+    np.testing.assert_allclose(fast[np.isfinite(ref)], ref[np.isfinite(ref)], rtol=1e-11, atol=1e-14)
+
+
+def test_nll_is_exact_where_probabilities_underflow():
+    """Against 60-digit arithmetic, at labels whose FTS probability is below 1e-300 (focal_map's output is 0)."""
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 60
+    z = np.array([[3.1, -2.0, 0.4, -5.5], [0.0, 1.0, -60.0, 2.0], [10.0, -140.0, 0.0, 1.0]])
+    y = np.array([3, 2, 1])
+    for g, t in [(20.0, 0.2), (5.0, 0.1), (-0.5, 0.05), (1.0, 1.0)]:
+        expected = 0
+        for row, lab in zip(z, y):
+            zz = [mp.mpf(float(v)) / mp.mpf(t) for v in row]
+            top = int(np.argmax(row))
+            e = [mp.e ** (v - zz[top]) for v in zz]
+            others = sum(e[:top] + e[top + 1:])                         # (1 - q_top) / q_top
+            log_q = [v - zz[top] - mp.log1p(others) for v in zz]
+            q = [mp.e ** v for v in log_q]
+            rest = [others / (1 + others) if j == top else 1 - q[j] for j in range(len(q))]   # 1 - q_j
+            log_w = [lq - g * mp.log(rj) - mp.log(1 - g * qj * lq / rj) for lq, qj, rj in zip(log_q, q, rest)]
+            expected -= (log_w[lab] - mp.log(sum(mp.e ** (v - log_w[top]) for v in log_w)) - log_w[top]) / len(y)
+        got = focal_temperature_scores(z, y, [g], [t], objective="nll")[0, 0]
+        assert got == pytest.approx(float(expected), rel=1e-13)
+
+
+def test_grid_scores_with_saturated_rows():
+    z, y = random_logits(1500, 7, 1)
+    z[:100, 0] += 2000.0                      # top class with probability 1 - e^-2000
+    z[100:200, 1] += 40.0
+    z[200:300, 2] -= 3000.0                   # a class with probability e^-3000
+    y[:50] = 3                                # labels on classes of probability ~ e^-2000
+    gammas, temps = np.array([-0.5, 0.0, 0.5, 5.0]), np.array([0.05, 0.5, 2.0])
+    ece = focal_temperature_scores(z, y, gammas, temps, objective="ece")
+    np.testing.assert_allclose(ece, loop_scores(z, y, gammas, temps, "ece"), rtol=1e-12, atol=1e-15)
+    # the NLL stays finite and exact where focal_map's probabilities underflow to 0
+    nll = focal_temperature_scores(z, y, gammas, temps, objective="nll")
+    assert np.all(np.isfinite(nll))
+    # at gamma = 0 it is the NLL of softmax(z / T), computed from the log-softmax
+    np.testing.assert_allclose(nll[1], [log_softmax_nll(z, y, t) for t in temps], rtol=1e-12)
+
+
+def test_ece_rows_handle_ties_like_metrics():
+    """Equal confidences (repeated rows, saturated rows) are split as calib.metrics splits them."""
+    z, y = random_logits(1000, 4, 2)
+    z = np.repeat(z[:250], 4, axis=0)         # every row four times, with different labels
+    z[:300, 0] += 200.0                       # confidence exactly 1.0 for 300 rows
+    gammas, temps = np.array([0.0, 1.0]), np.array([0.5, 1.0])
+    np.testing.assert_allclose(focal_temperature_scores(z, y, gammas, temps), loop_scores(z, y, gammas, temps, "ece"),
+                               rtol=1e-12, atol=1e-15)
+
+
+def test_defaults_are_the_papers_grid():
+    assert KOMISARENKO_GAMMAS.tolist() == [-0.5, -0.25, 0.05, 0.25, 0.37, 0.5, 0.75, 1, 5]
+    assert len(KOMISARENKO_TEMPERATURES) == 500
+    assert KOMISARENKO_TEMPERATURES[0] == 0.01 and KOMISARENKO_TEMPERATURES[-1] == 5.0
+    assert KOMISARENKO_TEMPERATURES[122] == 1.23
+    z, y = random_logits(300, 3, 3)
+    assert focal_temperature_scores(z, y).shape == (9, 500)
+
+
+def test_threads_give_the_same_scores(monkeypatch):
+    import calib.posthoc as posthoc
+
+    z, y = random_logits(800, 6, 4)
+    temps = np.linspace(0.1, 3, 13)
+    one = focal_temperature_scores(z, y, temperatures=temps)
+    monkeypatch.setattr(posthoc, "n_threads", lambda work, **kw: 3)
+    np.testing.assert_array_equal(focal_temperature_scores(z, y, temperatures=temps), one)
+
+
+# ------------------------------------------------------------------------------ FocalTemperatureScaling
+
+def test_recovers_a_planted_gamma_and_temperature(planted):
+    z, y, eta = planted
+    fts = FocalTemperatureScaling(objective="nll", temperatures=TEMPS).fit(z, y)
+    assert fts.gamma == 1.0
+    assert fts.temperature == pytest.approx(0.5, abs=0.02)
+    # the fitted map is (close to) the truth, far closer than the raw softmax
+    p = fts.predict_proba(z)
+    assert np.abs(p - eta).max() < 0.02 < np.abs(softmax(z, axis=1) - eta).max()
+    # the best plain TS on the same grid cannot reach it
+    ts = FocalTemperatureScaling(objective="nll", gammas=[0.0], temperatures=TEMPS).fit(z, y)
+    assert ts.score > fts.score + 1e-3
+
+
+def test_ece_objective_on_planted_logits(planted):
+    z, y, eta = planted
+    fts = FocalTemperatureScaling(objective="ece", temperatures=TEMPS).fit(z, y)
+    assert fts.grid_scores.shape == (9, len(TEMPS))
+    assert fts.score == fts.grid_scores.min() == pytest.approx(metrics.adaptive_ece(fts.predict_proba(z), y), abs=1e-14)
+    # the chosen map is calibrated against the true posterior
+    p = fts.predict_proba(z)
+    top = p.argmax(axis=1)
+    assert np.mean(np.abs(p.max(axis=1) - eta[np.arange(len(y)), top])) < 0.02
+
+
+def test_line_search(planted):
+    z, y, _ = planted
+    grid = FocalTemperatureScaling(objective="nll", temperatures=TEMPS).fit(z, y)
+    line = FocalTemperatureScaling(objective="nll", search="line", temperatures=TEMPS).fit(z, y)
+    assert line.grid_scores is None and line.path["n_evaluations"] <= 3 * len(TEMPS)
+    ts = FocalTemperatureScaling(objective="nll", gammas=[0.0], temperatures=TEMPS).fit(z, y)
+    assert line.path["anchor_temperatures"][0] == ts.temperature      # the gamma = 0 anchor is TS
+    assert line.score <= ts.score                                        # so the line search contains TS
+    assert line.score <= grid.score + 2e-3
+    assert line.gamma == pytest.approx(1.0, abs=0.1) and line.temperature == pytest.approx(0.5, abs=0.05)
+    # the points on the line lie on the line through the anchors' optima
+    (t_a, t_b), g_line, t_line = line.path["anchor_temperatures"], line.path["gammas"], line.path["temperatures"]
+    np.testing.assert_allclose(t_line, t_a + (t_b - t_a) * g_line, rtol=1e-12)
+
+
+def test_line_search_scores_are_the_pairs():
+    z, y = random_logits(1500, 5, 5)
+    fts = FocalTemperatureScaling(objective="ece", search="line", temperatures=np.linspace(0.2, 3, 15)).fit(z, y)
+    g, t, s = fts.path["gammas"], fts.path["temperatures"], fts.path["scores"]
+    assert len(s) == len(g) == len(t) > 0 and np.all(t > 0)
+    expected = [focal_temperature_scores(z, y, [gi], [ti])[0, 0] for gi, ti in zip(g, t)]
+    np.testing.assert_allclose(s, expected, rtol=1e-13)
+
+
+def test_gamma_zero_is_temperature_scaling():
+    z, y = random_logits(2000, 4, 6)
+    temps = np.round(np.arange(1, 301) * 0.01, 10)
+    fts = FocalTemperatureScaling(objective="nll", gammas=[0.0], temperatures=temps).fit(z, y)
+    nlls = [log_softmax_nll(z, y, t) for t in temps]
+    assert fts.temperature == temps[int(np.argmin(nlls))]
+    np.testing.assert_allclose(fts.predict_proba(z), softmax(z / fts.temperature, axis=1), atol=1e-15)
+
+
+def test_predict_proba_keeps_accuracy_and_accepts_torch():
+    z, y = random_logits(3000, 10, 8)
+    for obj in ["ece", "nll"]:
+        fts = FocalTemperatureScaling(objective=obj, temperatures=np.linspace(0.5, 2, 7)).fit(torch.tensor(z), y)
+        p = fts.predict_proba(torch.tensor(z, dtype=torch.float32))
+        assert p.dtype == np.float64
+        np.testing.assert_allclose(p.sum(axis=1), 1, atol=1e-12)
+        np.testing.assert_array_equal(p.argmax(axis=1), z.argmax(axis=1))
+        np.testing.assert_allclose(p, focal_map(z / fts.temperature, fts.gamma), atol=1e-6)
+    assert "gamma=" in repr(fts)
+
+
+def test_errors():
+    z, y = random_logits(50, 3, 9)
+    with pytest.raises(ValueError, match="not fitted"):
+        FocalTemperatureScaling().predict_proba(z)
+    with pytest.raises(ValueError, match="objective"):
+        FocalTemperatureScaling(objective="brier")
+    with pytest.raises(ValueError, match="search"):
+        FocalTemperatureScaling(search="random")
+    with pytest.raises(ValueError, match="gammas"):
+        FocalTemperatureScaling(gammas=[-1.5, 1.0])          # the map exists for gamma >= -1 only
+    with pytest.raises(ValueError, match="temperatures"):
+        FocalTemperatureScaling(temperatures=[0.0, 1.0])
+    with pytest.raises(ValueError, match="anchors"):
+        FocalTemperatureScaling(anchors=(1.0, 1.0))
+    with pytest.raises(ValueError, match="labels"):
+        FocalTemperatureScaling().fit(z, y[:-1])
+    with pytest.raises(ValueError, match="NaN"):
+        FocalTemperatureScaling().fit(np.where(z > 1, np.nan, z), y)
+    with pytest.raises(ValueError, match="n_bins"):
+        focal_temperature_scores(z, y, n_bins=0)
+
+
+def test_ts_sb_ece_is_a_stationary_point_and_deterministic():
+    rng = np.random.default_rng(5)
+    z = rng.normal(size=(3000, 10)) * 3
+    p = 0.92 * softmax(z, axis=1) + 0.008
+    y = (p.cumsum(1) > rng.random((3000, 1))).argmax(1)
+    ts = TemperatureScaling("sb-ece").fit(z, y)
+    again = TemperatureScaling("sb-ece").fit(z, y)
+    assert ts.temperature == again.temperature
+    t = ts.temperature
+
+    def f(temp):
+        return soft_binned_ece_loss(torch.tensor(z / temp), torch.tensor(y), temperature=0.01, norm="l2").item()
+
+    assert ts.optimizer_result.fun == pytest.approx(f(t), rel=1e-12)
+    h = 1e-5
+    assert abs((f(t * (1 + h)) - f(t * (1 - h))) / (2 * h)) < 1e-6           # d/d log T = 0
+    grid = np.exp(np.linspace(np.log(0.5), np.log(3), 200))
+    assert f(t) <= min(f(g) for g in grid) + 1e-9                              # the global minimum here
+    nll_t = TemperatureScaling("nll").fit(z, y).temperature
+    assert t < nll_t                                                           # label noise: NLL over-softens
+    np.testing.assert_allclose(ts.predict_proba(z), softmax(z / t, axis=1))
+
+
+def test_ts_sb_ece_options_and_errors():
+    rng = np.random.default_rng(6)
+    z = rng.normal(size=(500, 5)) * 2
+    y = (softmax(z, axis=1).cumsum(1) > rng.random((500, 1))).argmax(1)
+    t_lb, res = fit_temperature_sb_ece(z * 2, y, sb_temperature=0.02, estimator="label", norm="l1", start=1.0)
+    assert res.success and 1.0 < t_lb < 4.0
+    with pytest.raises(ValueError, match="objective="):
+        TemperatureScaling("sbece")
+    with pytest.raises(ValueError, match="sb_temperature"):
+        TemperatureScaling("sb-ece", sb_temperature=-1)

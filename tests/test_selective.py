@@ -1,9 +1,12 @@
-"""Tests of the selective-classification metrics (calib.metrics: CSFs, risk-coverage curve, AURC, cwECE_rho) and
-of calib.selective (Zhou et al. 2025): brute-force references, closed forms and the paper's quoted numbers."""
+"""calib.selective (Zhou et al. 2025): the selective-classification bounds and counterexamples against
+brute-force references, closed forms and the paper's quoted numbers, and the transcription of its tables.
+"""
 
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,171 +24,11 @@ def random_probs(seed, n, k, scale=2.0):
     return p, rng.integers(0, k, n)
 
 
-# ------------------------------------------------------------------------------------------------------
-# confidence score functions
-# ------------------------------------------------------------------------------------------------------
-
-def ref_csf(row, kind):
-    row = list(row)
-    s = sorted(row, reverse=True)
-    if kind == "msp":
-        return s[0]
-    if kind == "margin":
-        return s[0] - s[1]
-    if kind == "negative_entropy":
-        return sum(v * math.log(v) for v in row if v > 0)
-    return sum(v * v for v in row) - 1
-
-
-@pytest.mark.parametrize("kind", metrics.CSFS)
-@pytest.mark.parametrize("k", [2, 3, 10])
-def test_confidence_score_matches_loop_and_stays_in_range(kind, k):
-    p, _ = random_probs(k, 200, k)
-    p[:5] = np.eye(k)[np.arange(5) % k]  # one-hot rows: 0 log 0 = 0, margin 1
-    p[5] = 1.0 / k                        # uniform row: the bottom of every range
-    got = metrics.confidence_score(p, kind)
-    want = np.array([ref_csf(row, kind) for row in p])
-    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)
-    lo, hi = metrics.confidence_range(kind, k)
-    assert np.all(got >= lo - 1e-12) and np.all(got <= hi + 1e-12)
-    assert got[5] == pytest.approx(lo, abs=1e-12) and got[0] == pytest.approx(hi, abs=1e-12)
-
-
-def test_negative_entropy_is_on_probabilities_not_logits():
-    """App. Table 1 prints sum z log z on the logits: NaN for a negative logit (Zhou et al. 2025; inventory P8)."""
-    z = np.array([[2.0, -1.0, 0.5]])
-    with np.errstate(invalid="ignore"):
-        printed = np.sum(z * np.log(z))
-    assert np.isnan(printed)
-    assert metrics.confidence_score(softmax(z, axis=1), "negative_entropy")[0] == pytest.approx(-0.6216, abs=1e-4)
-
-
-def test_confidence_score_rejects_bad_input():
-    p, _ = random_probs(0, 10, 3)
-    with pytest.raises(ValueError, match="kind"):
-        metrics.confidence_score(p, "energy")
-    with pytest.raises(ValueError, match="rows of probs must sum to 1"):
-        metrics.confidence_score(p * 0.5, "msp")
-
-
-# ------------------------------------------------------------------------------------------------------
-# risk-coverage curve and AURC
-# ------------------------------------------------------------------------------------------------------
-
-def ref_curve(score, loss):
-    """Sorted-risk definition: sort by score, highest first (distinct scores), selective risk at each i."""
-    order = sorted(range(len(score)), key=lambda i: -score[i])
-    risks, total = [], 0.0
-    for i, j in enumerate(order, start=1):
-        total += loss[j]
-        risks.append(total / i)
-    return np.array(risks)
-
-
-def test_risk_coverage_curve_matches_sorted_definition_with_any_loss_and_csf():
-    for seed in range(5):
-        p, y = random_probs(seed, 300, 4)
-        rng = np.random.default_rng(seed)
-        loss = rng.exponential(size=300)
-        for csf in metrics.CSFS:
-            score = metrics.confidence_score(p, csf)
-            rc = metrics.risk_coverage_curve(p, y, confidence=csf, loss=loss)
-            np.testing.assert_allclose(rc.risk, ref_curve(score.tolist(), loss.tolist()), rtol=1e-12)
-            np.testing.assert_allclose(rc.coverage, np.arange(1, 301) / 300)
-            np.testing.assert_allclose(rc.threshold, np.sort(score)[::-1])
-            assert metrics.aurc(p, y, confidence=csf, loss=loss) == pytest.approx(rc.risk.mean(), rel=1e-13)
-            assert metrics.aurc(p, y, confidence=score, loss=loss) == pytest.approx(rc.risk.mean(), rel=1e-13)
-
-
-def test_aurc_harmonic_weight_identity():
-    """(1/n) sum_i (1/i) sum_{j<=i} l_(j) = (1/n) sum_i l_i (H_n - H_{r_i - 1}) (Zhou et al. 2025, Sec. 2.3)."""
-    for seed in range(5):
-        p, y = random_probs(seed, 1000, 5)
-        loss = np.random.default_rng(seed).random(1000)
-        rc = metrics.risk_coverage_curve(p, y, loss=loss)
-        conf = p.max(axis=1)
-        rank = np.empty(1000, dtype=int)
-        rank[np.argsort(-conf)] = np.arange(1, 1001)
-        harmonic = np.concatenate([[0.0], np.cumsum(1.0 / np.arange(1, 1001))])
-        weights = harmonic[1000] - harmonic[rank - 1]
-        np.testing.assert_allclose(rc.weights, weights, rtol=1e-12)
-        assert rc.weights.mean() == pytest.approx(1.0, rel=1e-13)
-        assert np.mean(weights * loss) == pytest.approx(metrics.aurc(p, y, loss=loss), rel=1e-12)
-
-
-def test_aurc_weights_with_ties_give_the_tie_averaged_aurc():
-    rng = np.random.default_rng(3)
-    p, y = random_probs(3, 120, 3)
-    score = rng.integers(0, 6, 120).astype(float)  # many ties
-    loss = rng.random(120)
-    rc = metrics.risk_coverage_curve(p, y, confidence=score, loss=loss)
-    assert np.mean(rc.weights * loss) == pytest.approx(rc.risk.mean(), rel=1e-12)
-    for value in np.unique(score):  # tied samples share one weight
-        assert np.ptp(rc.weights[score == value]) < 1e-12
-    perm = rng.permutation(120)
-    assert metrics.aurc(p[perm], y[perm], confidence=score[perm], loss=loss[perm]) == pytest.approx(
-        rc.risk.mean(), rel=1e-12)
-
-
-def test_minus_log_one_minus_G_is_the_large_n_limit_of_the_weights():
-    """Inventory C7: the population weight -ln(1 - G) approximates the exact AURC (within 0.3 % at n = 1000)."""
-    p, y = random_probs(0, 1000, 5)
-    loss = np.random.default_rng(1).random(1000)
-    rc = metrics.risk_coverage_curve(p, y, loss=loss)
-    rank_desc = np.empty(1000, dtype=int)
-    rank_desc[np.argsort(-p.max(axis=1))] = np.arange(1, 1001)
-    g = 1 - (rank_desc - 0.5) / 1000  # mid-rank CDF
-    approx = np.mean(-np.log(1 - g) * loss)
-    assert abs(approx / rc.risk.mean() - 1) < 3e-3
-
-
-def test_risk_coverage_rejects_bad_input():
-    p, y = random_probs(0, 10, 3)
-    with pytest.raises(ValueError, match="loss has 9 entries"):
-        metrics.risk_coverage_curve(p, y, loss=np.ones(9))
-    with pytest.raises(ValueError, match="confidence"):
-        metrics.aurc(p, y, confidence="energy")
-    with pytest.raises(ValueError, match="NaN"):
-        metrics.aurc(p, y, loss=np.full(10, np.nan))
-
-
-# ------------------------------------------------------------------------------------------------------
-# class-wise ECE with a rho norm
-# ------------------------------------------------------------------------------------------------------
-
-def test_classwise_ece_rho_matches_l1_l2_and_a_loop():
-    p, y = random_probs(0, 400, 4)
-    for binning in ("uniform", "quantile"):
-        assert metrics.classwise_ece(p, y, binning=binning, norm=1) == pytest.approx(
-            metrics.classwise_ece(p, y, binning=binning, norm="l1"), rel=1e-12)
-        assert metrics.classwise_ece(p, y, binning=binning, norm=2.0) == pytest.approx(
-            metrics.classwise_ece(p, y, binning=binning, norm="l2"), rel=1e-12)
-    rho, m = 1.5, 10
-    total = 0.0
-    for c in range(4):
-        col, hit = p[:, c], (y == c)
-        idx = np.clip(np.ceil(col * m).astype(int) - 1, 0, m - 1)
-        for b in range(m):
-            sel = idx == b
-            if sel.any():
-                total += sel.sum() / 400 * abs(hit[sel].mean() - col[sel].mean()) ** rho
-    want = (total / 4) ** (1 / rho)
-    assert metrics.classwise_ece(p, y, n_bins=m, norm=rho) == pytest.approx(want, rel=1e-9)
-
-
-@pytest.mark.parametrize("bad", [0.5, -1, float("nan"), True, "l3"])
-def test_classwise_ece_rejects_bad_rho(bad):
-    p, y = random_probs(0, 10, 3)
-    with pytest.raises(ValueError, match="norm"):
-        metrics.classwise_ece(p, y, norm=bad)
-
-
-# ------------------------------------------------------------------------------------------------------
-# Lemma 4.1, Props. 4.2-4.4: the supremum over binnings and the abstain maps
-# ------------------------------------------------------------------------------------------------------
-
 def binned_ece_of_partition(conf, correct, parts):
     return sum(abs(np.sum(correct[idx] - conf[idx])) for idx in parts) / conf.size
+
+
+PAPER_TEXT = Path("/work/shared/papers/zhou2025-reweighted-risk-aurc.txt")
 
 
 def test_sup_binned_ece_is_attained_by_singletons():
@@ -199,13 +42,6 @@ def test_sup_binned_ece_is_attained_by_singletons():
         parts = [np.flatnonzero(labels == b) for b in np.unique(labels)]
         assert binned_ece_of_partition(conf, correct, parts) <= sup + 1e-15
     assert metrics.ece(p, y, n_bins=15) <= sup + 1e-15
-
-
-def test_sup_binned_cwece_formula():
-    p, y = random_probs(1, 50, 4)
-    onehot = np.eye(4)[y]
-    assert selective.sup_binned_cwece(p, y) == pytest.approx(np.abs(onehot - p).sum() / (50 * 4), rel=1e-13)
-    assert metrics.classwise_ece(p, y, n_bins=15) <= selective.sup_binned_cwece(p, y) + 1e-15
 
 
 def test_lemma41_second_inequality_and_prop43_on_random_sets():
@@ -253,10 +89,6 @@ def test_cwece_abstain_map_on_a_one_hot_wrong_row():
     np.testing.assert_allclose(r, [[0.5, 0.25, 0.25]])
 
 
-# ------------------------------------------------------------------------------------------------------
-# Prop. 4.5: the corrected hierarchy
-# ------------------------------------------------------------------------------------------------------
-
 def test_prop45_corrected_hierarchy_holds_on_random_populations():
     rng = np.random.default_rng(0)
     printed_violations = 0
@@ -282,10 +114,6 @@ def test_prop45_counterexample():
     with pytest.raises(ValueError, match="rho"):
         selective.calibration_hierarchy([1.0], [[0.7, 0.3]], [[0.5, 0.5]], 3.0)
 
-
-# ------------------------------------------------------------------------------------------------------
-# Prop. 4.6 and Eq. 15
-# ------------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kappa", [0.2, 0.4, 0.8, 0.9])
 def test_beta_population_matches_eq11_by_quadrature(kappa):
@@ -323,10 +151,6 @@ def test_smoothed_cdf_coarse_at_paper_nu():
     assert 0.18 < np.max(np.abs(g01 - emp)) < 0.28 and g01.max() < 0.8
     assert np.max(np.abs(g001 - emp)) < 0.1 < np.max(np.abs(g0001 - emp))  # smaller nu is not always better
 
-
-# ------------------------------------------------------------------------------------------------------
-# App. C.2, C.3
-# ------------------------------------------------------------------------------------------------------
 
 def test_inverse_focal_dp_matches_finite_differences_and_the_printed_sign_is_wrong():
     p = np.linspace(0.01, 0.99, 99)
@@ -377,10 +201,6 @@ def test_dual_focal_weight_readings():
             np.testing.assert_allclose(off, pr, rtol=1e-13)
 
 
-# ------------------------------------------------------------------------------------------------------
-# the properness toy and the transcribed tables
-# ------------------------------------------------------------------------------------------------------
-
 def test_properness_toy_detached_weights_keep_the_posterior():
     torch = pytest.importorskip("torch")
     torch.set_num_threads(1)
@@ -413,10 +233,6 @@ def test_module_exports_exist():
         assert hasattr(selective, name), name
 
 
-# ------------------------------------------------------------------------------------------------------
-# the Gaussian-mixture stand-in of chapter 09 (calib.data)
-# ------------------------------------------------------------------------------------------------------
-
 def test_gaussian_mixture_posterior_is_bayes_rule():
     from calib.data import gaussian_mixture_means, make_gaussian_mixture
 
@@ -432,3 +248,85 @@ def test_gaussian_mixture_posterior_is_bayes_rule():
         make_gaussian_mixture(10, means, priors=[0.5, 0.5])
     with pytest.raises(ValueError, match="means"):
         make_gaussian_mixture(10, means[:1])
+
+
+def test_set_partitions_are_counted_by_the_bell_numbers():
+    bell = [1, 1, 2, 5, 15, 52, 203]
+    for n, b in enumerate(bell):
+        parts = list(selective._set_partitions(list(range(n))))
+        assert len(parts) == b
+        # each is a partition: every index exactly once
+        for part in parts:
+            assert sorted(i for block in part for i in block) == list(range(n))
+
+
+def test_brute_force_suprema_equal_the_singleton_values():
+    rng = np.random.default_rng(3)
+    for _ in range(25):
+        n, k = int(rng.integers(1, 7)), int(rng.integers(2, 5))
+        p = softmax(rng.normal(size=(n, k)) * 3, axis=1)
+        y = rng.integers(0, k, n)
+        sup_ece, sup_cw = selective.sup_binned_brute_force(p, y)
+        assert sup_ece == pytest.approx(selective.sup_binned_ece(p, y), abs=1e-12)
+        assert sup_cw == pytest.approx(selective.sup_binned_cwece(p, y), abs=1e-12)
+
+
+def test_brute_force_by_hand():
+    # two samples, k = 2: one correct at confidence 0.6, one wrong at confidence 0.7.
+    p = np.array([[0.6, 0.4], [0.7, 0.3]])
+    y = np.array([0, 1])
+    sup_ece, sup_cw = selective.sup_binned_brute_force(p, y)
+    # singletons: (|1 - 0.6| + |0 - 0.7|) / 2 = 0.55; one bin: |1 - 1.3| / 2 = 0.15
+    assert sup_ece == pytest.approx(0.55)
+    # class-wise singletons: (1/2) * [(|1-0.6| + |0-0.7|) + (|0-0.4| + |1-0.3|)] / 2 = 0.55
+    assert sup_cw == pytest.approx(0.55)
+
+
+def test_brute_force_refuses_large_n():
+    with pytest.raises(ValueError, match="Bell"):
+        selective.sup_binned_brute_force(np.full((9, 2), 0.5), np.zeros(9, dtype=int))
+
+
+@pytest.mark.skipif(not PAPER_TEXT.is_file(), reason="the paper's text is not available here")
+def test_transcribed_tables_occur_in_the_paper_in_order():
+    text = re.sub(r"\s+", " ", PAPER_TEXT.read_text(encoding="utf-8"))
+    for name in ("_TABLE1", "_TABLE2", "_APP_TABLE4"):
+        position = 0
+        for line in getattr(selective, name).strip().splitlines():
+            found = text.find(line.strip(), position)
+            assert found >= 0, f"{name}: {line!r} not found after position {position}"
+            position = found + len(line.strip())
+    for row in ("5.0 4.5 2.6 4.0 5.0 6.1 3.9 4.5 1.0 1.0", "2.0 3.0 1.5 2.0 1.0 1.5 1.0 1.0 1.0 1.0",
+                "0.9 0.9 0.8 0.8 0.9 0.8 0.8 0.9 0.2 0.4"):
+        assert row in text
+
+
+def test_temperature_scaling_counts_from_app_table4():
+    t = selective.paper_tables()
+    col = {m: j for j, m in enumerate(selective.TABLE_METHODS)}
+    better = (t["ecea_ts"] < t["ecea"]).sum(axis=0)
+    assert better[col["XE"]] == 9
+    assert better[col["Dual"]] == 0
+    tin = [selective.TABLE_ROWS.index("Tiny-ImageNet/ViT-Small"), selective.TABLE_ROWS.index("Tiny-ImageNet/Swin-Tiny")]
+    assert int((t["ecea_ts"][tin] > t["ecea"][tin]).sum()) == 12
+    # TS preserves accuracy: App. Table 4 prints the same accuracy before and after
+    assert np.array_equal(t["ecea_ts_acc"], t["ecea_acc"])
+
+
+def test_minus_log_one_minus_G_is_the_large_n_limit_of_the_weights():
+    """Inventory C7: the population weight -ln(1 - G) approximates the exact AURC (within 0.3 % at n = 1000)."""
+    p, y = random_probs(0, 1000, 5)
+    loss = np.random.default_rng(1).random(1000)
+    rc = metrics.risk_coverage_curve(p, y, loss=loss)
+    rank_desc = np.empty(1000, dtype=int)
+    rank_desc[np.argsort(-p.max(axis=1))] = np.arange(1, 1001)
+    g = 1 - (rank_desc - 0.5) / 1000  # mid-rank CDF
+    approx = np.mean(-np.log(1 - g) * loss)
+    assert abs(approx / rc.risk.mean() - 1) < 3e-3
+
+
+def test_sup_binned_cwece_formula():
+    p, y = random_probs(1, 50, 4)
+    onehot = np.eye(4)[y]
+    assert selective.sup_binned_cwece(p, y) == pytest.approx(np.abs(onehot - p).sum() / (50 * 4), rel=1e-13)
+    assert metrics.classwise_ece(p, y, n_bins=15) <= selective.sup_binned_cwece(p, y) + 1e-15

@@ -1,13 +1,18 @@
 """calib.symbolic: every residual simplifies to 0, every limit and solution is the closed form, and the
 expressions agree numerically with calib.focal."""
 
+from __future__ import annotations
+
 import math
 
 import numpy as np
 import pytest
 import sympy as sp
 
-from calib import focal, symbolic as S
+from calib import focal
+from calib import symbolic
+from calib import symbolic as S
+from calib.focal import effective_inverse_temperature, focal_map
 
 
 def test_prop1_ratio_is_g():
@@ -122,3 +127,66 @@ def test_derivation_equations():
         d.equations("nope")
     with pytest.raises(TypeError, match="display"):
         S.prop2().equations("eq11")
+
+
+def test_symbolic_prop1():
+    d = symbolic.focal_convexity()
+    for key in ["d1_residual", "d2_residual", "quadratic_residual", "a1_residual", "a1_bracket_at_1"]:
+        assert d[key] == 0, key
+    assert sp.simplify(d["d2_gamma_one"] - (symbolic.p + 1) / symbolic.p ** 2) == 0
+    assert sp.simplify(d["a1_bracket_dp"] - (sp.log(symbolic.p) - 1)) == 0
+    # numerically positive on a grid (C2)
+    f = sp.lambdify((symbolic.p, symbolic.gamma), d["d2"], "numpy")
+    p = np.linspace(1e-6, 1 - 1e-6, 2001)
+    for g in [0.0, 0.3, 1, 2.5, 7, 20]:
+        assert np.all(f(p, g) > 0)
+
+
+def test_symbolic_prop2_and_prop4():
+    d = symbolic.binary_focal_decomposition()
+    for key in ["p_of_q_residual", "paper_residual", "g_residual", "dl1_g"]:
+        assert d[key] == 0, key
+    assert d["p_hat_gamma_zero"] == symbolic.q and d["p_hat_at_half"] == sp.Rational(1, 2)
+    m = symbolic.multiclass_focal_decomposition()
+    for key in ["dL_residual", "g_residual", "binary_residual"]:
+        assert m[key] == 0, key
+    # the sympy map agrees with focal_map numerically
+    f = sp.lambdify((symbolic.q, symbolic.gamma), d["p_hat"], "numpy")
+    q = np.linspace(0.01, 0.99, 99)
+    np.testing.assert_allclose(f(q, 2.0), focal_map(np.log(np.column_stack([q, 1 - q])), 2.0)[:, 0], rtol=1e-12)
+
+
+def test_symbolic_fc_on_logits_and_prop3_algebra():
+    d = symbolic.focal_calibration_on_logits()
+    g = symbolic.gamma
+    assert d["FC_paper_residual"] == 0 and d["FC_f_residual"] == 0 and d["symmetry"] == 0
+    assert d["f_at_0"] == 1 and sp.simplify(d["f_at_plus_inf"] - (g + 1)) == 0
+    assert sp.simplify(d["f_at_minus_inf"] - 1 / (g + 1)) == 0
+    beta0 = sp.lambdify(g, d["beta_at_0"], "numpy")
+    np.testing.assert_allclose(beta0(np.array([0.5, 3.0])), effective_inverse_temperature(0.0, [0.5, 3.0]), rtol=1e-14)
+    a = symbolic.ts_bound_proof_algebra()
+    assert sp.simplify(a["paper_slip"] + g) == 0
+    assert float(a["discriminant"]) == pytest.approx(0.22026, abs=1e-5)
+    assert float(a["discriminant_paper"]) == pytest.approx(-0.00715, abs=1e-5)
+    assert sorted(float(r) for r in a["roots"]) == pytest.approx([-13.8515, -1.8467], abs=1e-4)
+    assert a["identity"] == 0 and float(a["identity_paper"].subs(symbolic.s, 1)) != 0
+
+
+def test_symbolic_prop5_derivative():
+    d = symbolic.prop5_proof_derivative()
+    assert d["df_residual"] == 0 and d["ratio_residual"] == 0
+    assert float(d["sign_slip"]) != 0 and d["f_sign"] == -1
+
+
+def test_symbolic_derivations():
+    import sympy
+
+    from calib import symbolic
+
+    d = symbolic.soft_binning()
+    for key in ("log_odds_residual", "du_residual", "dsbece_residual", "hard_limit"):
+        assert d[key] == 0, key
+    t = symbolic.soft_uncertainty()
+    assert t["identity_residual"] == 0 and t["dt_residual"] == 0 and t["at_kappa"] == sympy.Rational(1, 2)
+    assert (t["limit_0"], t["limit_1"], t["step_above"], t["step_below"]) == (0, 1, 1, 0)
+    assert symbolic.avuc_identity()["residual"] == 0

@@ -1,11 +1,25 @@
 """Tests of the minimal training loop (calib.train)."""
 
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
+from calib import cli
+from calib.data import make_linear_toy
+from calib.focal import gradient_factor
+from calib.losses import focal_loss
 from calib.models import mlp
-from calib.train import resolve_device, train_classifier
+from calib.train import (RunConfigError, TrainConfig, Trainer, load_run, logistic_gradient_descent, paper_milestones,
+                         resolve_device, train, train_classifier)
 
 torch.set_num_threads(1)
 
@@ -62,3 +76,230 @@ def test_errors():
     assert resolve_device("auto").type in ("cpu", "cuda")
     with pytest.raises(ValueError, match="device"):
         resolve_device("gpu0")
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+TINY = dict(data="fashion-mnist", model="small-cnn-w4", loss="ce", epochs=3, seed=3, batch_size=64, lr=0.05,
+            train_subset=384, val_subset=64, test_subset=128)
+
+
+def test_logistic_gradient_descent_matches_autograd():
+    toy = make_linear_toy(n_train=300, n_test=10, noise=0.1, seed=0)
+    x, y = toy.x_train.astype(np.float64), toy.y_train
+    for gamma in (0.0, 1.0):
+        res = logistic_gradient_descent(x, y, gamma=gamma, lr=0.5, iterations=5, record_every=1)
+        w = torch.zeros(2, dtype=torch.float64, requires_grad=True)
+        xt, yt = torch.as_tensor(x), torch.as_tensor(y)
+        for step in range(5):
+            z = xt @ w
+            logits = torch.stack([torch.zeros_like(z), z], 1)     # sigma(z) as a two-class softmax
+            loss = focal_loss(logits, yt, gamma)
+            (g,) = torch.autograd.grad(loss, w)
+            with torch.no_grad():
+                w -= 0.5 * g
+            np.testing.assert_allclose(res["w"][step + 1], w.detach().numpy(), rtol=1e-10, atol=1e-14)
+    batched = logistic_gradient_descent(np.stack([x, x]), np.stack([y, y]), gamma=[0.0, 1.0], lr=0.5,
+                                        iterations=50, record_every=25)
+    assert batched["w"].shape == (2, 3, 2) and list(batched["iteration"]) == [0, 25, 50]
+    single = logistic_gradient_descent(x, y, gamma=1.0, lr=0.5, iterations=50, record_every=25)
+    np.testing.assert_allclose(batched["w"][1], single["w"], rtol=1e-12)
+    assert np.all(batched["weight_norm"][0, 1:] > batched["weight_norm"][1, 1:])     # CE grows faster
+
+
+def test_paper_milestones():
+    assert paper_milestones(350) == (150, 250)
+    assert paper_milestones(7) == (3, 5)
+    assert TrainConfig("cifar10", "resnet50", "ce", 350).resolved().milestones == (150, 250)
+
+
+def test_run_directory_history_logits_and_meta(tiny_fashion, tmp_path):
+    run = train(out=tmp_path / "run", progress=False, **{**TINY, "loss": "fl-2"})
+    assert run.finished and len(run.epochs) == 3
+    assert {p.name for p in run.out.iterdir()} >= {"meta.json", "history.json", "logits.npz", "checkpoint.pt"}
+    meta = run.meta
+    assert meta["config"]["model"] == "small-cnn-w4" and meta["config"]["milestones"] == [1, 2]
+    assert meta["versions"]["torch"] == torch.__version__ and meta["device"] == "cpu"
+    assert meta["dataset"]["n_train"] == 384 and meta["wall_time_s"] > 0 and "git_commit" in meta
+    rec = run.epochs[-1]
+    assert [e["lr"] for e in run.epochs] == pytest.approx([0.05, 0.005, 0.0005])
+    for split in ("train", "val", "test"):
+        s = rec[split]
+        assert 0 <= s["ece"] <= 1 and 0 <= s["adaece"] <= 1 and s["n"] == {"train": 384, "val": 64, "test": 128}[split]
+        if s["n_wrong"]:
+            assert s["nll"] == pytest.approx(((s["n"] - s["n_wrong"]) * s["nll_correct"] + s["n_wrong"] * s["nll_wrong"]) / s["n"])
+    tr = rec["train"]
+    assert sum(tr["grad_norm"]["histogram"]) == 384 and len(tr["reliability"]["counts"]) == 25
+    assert tr["feature_norm"] > 0 and rec["weight_norm"] > rec["last_layer_weight_norm"] > 0
+    logits = run.logits()
+    assert logits["val_logits"].shape == (64, 10) and logits["test_logits"].shape == (128, 10)
+    assert logits["test_labels"].dtype == np.int64
+    # the stored logits are those of the final model, and give the last epoch's test accuracy
+    acc = (logits["test_logits"].argmax(1) == logits["test_labels"]).mean()
+    assert acc == pytest.approx(rec["test"]["accuracy"])
+    assert run.series("test", "ece").shape == (3,)
+
+
+def test_last_layer_gradient_norms_are_per_sample_gradients(tiny_fashion, tmp_path):
+    trainer = Trainer(TrainConfig(**{**TINY, "loss": "fl-3", "train_subset": 40}), tmp_path / "g", progress=False)
+    trainer._setup()
+    res = trainer._evaluate("train", with_grads=True)
+    model = trainer.model
+    model.eval()
+    xs, ys = next(trainer.eval_loaders["train"].epoch())
+    head = model.head
+    for i in range(0, 40, 13):
+        model.zero_grad()
+        focal_loss(model(xs[i:i + 1]), ys[i:i + 1], 3.0).backward()
+        brute = torch.sqrt(head.weight.grad.pow(2).sum() + head.bias.grad.pow(2).sum()).item()
+        assert res["grad_norm"][i] == pytest.approx(brute, rel=1e-4)
+        # Prop. 1: the FL gradient is g(p_y, 3) times the CE gradient
+        model.zero_grad()
+        F.cross_entropy(model(xs[i:i + 1]), ys[i:i + 1]).backward()
+        ce = torch.sqrt(head.weight.grad.pow(2).sum() + head.bias.grad.pow(2).sum()).item()
+        p = F.softmax(torch.as_tensor(res["logits"][i:i + 1]), 1)[0, ys[i]].item()
+        assert res["grad_norm"][i] == pytest.approx(gradient_factor(p, 3.0) * ce, rel=1e-4)
+
+
+def test_finished_run_is_not_retrained_and_other_configs_are_refused(tiny_fashion, tmp_path, capsys):
+    out = tmp_path / "run"
+    first = train(out=out, progress=False, **{**TINY, "epochs": 1})
+    stamp = (out / "logits.npz").stat().st_mtime_ns
+    again = train(out=out, progress=False, **{**TINY, "epochs": 1})
+    assert (out / "logits.npz").stat().st_mtime_ns == stamp and again.meta == first.meta
+    with pytest.raises(RunConfigError, match=r"another configuration \(loss: 'ce' there, 'fl-3' here\)"):
+        train(out=out, progress=False, resume=True, **{**TINY, "epochs": 1, "loss": "fl-3"})
+    # through the command line: exit status 1 and the reason
+    code = cli.main(["train", "--data", "fashion-mnist", "--model", "small-cnn-w4", "--loss", "ce", "--epochs", "1",
+                     "--seed", "4", "--out", str(out), "--resume", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 1 and "refusing to resume" in err and "seed: 3 there, 4 here" in err
+
+
+def test_bad_names_list_the_valid_ones(tmp_path, capsys):
+    base = ["train", "--epochs", "1", "--out", str(tmp_path / "x"), "--no-progress"]
+    assert cli.main([*base, "--data", "imagenet", "--model", "resnet20", "--loss", "ce"]) == 1
+    assert "unknown dataset 'imagenet'; choose from 'fashion-mnist', 'cifar10'" in capsys.readouterr().err
+    assert cli.main([*base, "--data", "digits", "--model", "vgg16", "--loss", "ce"]) == 1
+    assert "unknown model 'vgg16'; choose from 'linear'" in capsys.readouterr().err
+    assert cli.main([*base, "--data", "digits", "--model", "mlp", "--loss", "hinge"]) == 1
+    err = capsys.readouterr().err
+    assert "unknown loss 'hinge'; choose from 'ce'" in err and "'flsd-53'" in err
+    assert not (tmp_path / "x").exists()
+
+
+def test_missing_fashion_mnist_through_the_command_line(tmp_path, monkeypatch, capsys):
+    import urllib.error
+
+    import calib.data as data
+
+    monkeypatch.setenv("CALIB_DATA", str(tmp_path / "empty"))
+    monkeypatch.setattr(data, "DEBIAN_FASHION_MNIST", tmp_path / "none")
+
+    def offline(url, timeout=None):
+        raise urllib.error.URLError("network unreachable")
+
+    monkeypatch.setattr(data.urllib.request, "urlopen", offline)
+    code = cli.main(["train", "--data", "fashion-mnist", "--model", "mlp", "--loss", "ce", "--epochs", "1",
+                     "--out", str(tmp_path / "r"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 1 and "apt-get install dataset-fashion-mnist" in err and "network unreachable" in err
+
+
+def test_unfinished_run_needs_resume(tiny_fashion, tmp_path):
+    out = tmp_path / "run"
+    trainer = Trainer(TrainConfig(**TINY), out, progress=False)
+    trainer._setup()
+    out.mkdir()
+    trainer.save_checkpoint()
+    with pytest.raises(RunConfigError, match="unfinished run of this configuration; pass --resume"):
+        train(out=out, progress=False, **TINY)
+
+
+def test_sigkill_after_the_second_epoch_then_resume_is_exact(tiny_fashion, tmp_path):
+    """Fault test: `calib train` killed with SIGKILL after its second epoch's checkpoint, restarted with
+    --resume, ends with the test logits of an uninterrupted run (CPU)."""
+    cfg = {**TINY, "epochs": 6, "train_subset": 1536, "loss": "flsd-53"}
+    reference = train(out=tmp_path / "uninterrupted", progress=False, **cfg).logits()
+    out = tmp_path / "killed"
+    args = [sys.executable, "-m", "calib", "train", "--data", cfg["data"], "--model", cfg["model"], "--loss", cfg["loss"],
+            "--epochs", str(cfg["epochs"]), "--seed", str(cfg["seed"]), "--batch-size", str(cfg["batch_size"]),
+            "--lr", str(cfg["lr"]), "--train-subset", str(cfg["train_subset"]), "--val-subset", str(cfg["val_subset"]),
+            "--test-subset", str(cfg["test_subset"]), "--out", str(out), "--no-progress"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(args, env=env, cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    history = out / "history.json"
+    while time.monotonic() < deadline and proc.poll() is None:
+        if history.is_file():
+            try:
+                if len(json.loads(history.read_text())["epochs"]) >= 2:
+                    break
+            except (json.JSONDecodeError, KeyError):
+                pass
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    meta = json.loads((out / "meta.json").read_text())
+    done = torch.load(out / "checkpoint.pt", weights_only=False)["epoch"]
+    assert proc.returncode == -signal.SIGKILL and not meta["finished"], proc.stderr.read().decode()[-2000:]
+    assert 2 <= done < cfg["epochs"] and not (out / "logits.npz").exists()
+    resumed = subprocess.run([*args, "--resume"], env=env, cwd=str(tmp_path), capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    run = load_run(out)
+    assert run.finished and [e["epoch"] for e in run.epochs] == list(range(1, 7))
+    got = run.logits()
+    np.testing.assert_array_equal(got["test_labels"], reference["test_labels"])
+    np.testing.assert_allclose(got["test_logits"], reference["test_logits"], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(got["val_logits"], reference["val_logits"], rtol=0, atol=1e-5)
+
+
+def test_secondary_loss_from_the_config_and_the_command_line(tiny_fashion, tmp_path, capsys):
+    from calib.cli import main
+    from calib.losses import get_loss, get_secondary_loss
+
+    trainer = Trainer(TrainConfig(**{**TINY, "secondary": "SB-ECE", "secondary_weight": 0.5}), tmp_path / "s",
+                      progress=False)
+    trainer._setup()
+    logits, targets = torch.randn(32, 10, generator=torch.Generator().manual_seed(0)), torch.arange(32) % 10
+    expected = get_loss("ce")(logits, targets) + 0.5 * get_secondary_loss("sb-ece")(logits, targets)
+    assert trainer.loss_fn(logits, targets).item() == pytest.approx(expected.item(), rel=1e-6)
+    assert trainer.config.secondary == "sb-ece"
+    code = main(["train", "--data", "fashion-mnist", "--model", "small-cnn-w4", "--loss", "ce", "--secondary",
+                 "calibration", "--epochs", "1", "--out", str(tmp_path / "bad")])
+    assert code == 1 and "sb-ece" in capsys.readouterr().err
+
+
+SMALL = dict(data="digits", model="mlp-32-32", epochs=3, lr=0.1, batch_size=64, augment="none")
+
+
+def _history(run):
+    return [{k: v for k, v in ep.items() if k not in ("train_seconds", "images_per_s")} for ep in run.epochs]
+
+
+def test_same_seed_same_history_different_seed_different(tmp_path):
+    a = train(out=tmp_path / "a", progress=False, loss="ce", seed=4, **SMALL)
+    b = train(out=tmp_path / "b", progress=False, loss="ce", seed=4, **SMALL)
+    c = train(out=tmp_path / "c", progress=False, loss="ce", seed=5, **SMALL)
+    assert _history(a) == _history(b)
+    np.testing.assert_array_equal(a.logits()["test_logits"], b.logits()["test_logits"])
+    assert a.series("test", "nll")[-1] != c.series("test", "nll")[-1]
+
+
+def test_losses_on_one_seed_share_the_initial_weights(tmp_path):
+    """Pairing CE and focal-loss runs by seed pairs identical starting points (the same initial network)."""
+    from calib.data import load_dataset
+    from calib.models import build_model
+
+    ds = load_dataset("digits")
+    nets = [build_model("mlp-32-32", ds.input_shape, ds.n_classes, seed=7) for _ in range(2)]
+    for p, q in zip(nets[0].parameters(), nets[1].parameters()):
+        torch.testing.assert_close(p, q, rtol=0, atol=0)
+
+
+def test_linear_toy_runs_are_reproducible():
+    toys = [make_linear_toy(noise=0.1, seed=s, n_train=400, n_test=100) for s in (0, 0, 1)]
+    fits = [logistic_gradient_descent(t.x_train, t.y_train, gamma=1.0, iterations=50)["final_w"] for t in toys]
+    np.testing.assert_array_equal(fits[0], fits[1])
+    assert not np.allclose(fits[0], fits[2])

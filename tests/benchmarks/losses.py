@@ -34,14 +34,14 @@ import time
 
 import torch
 
-from calib.losses import avuc, cross_entropy, get_loss, mmce, s_avuc, soft_binned_ece
+from calib.losses import avuc, cross_entropy, get_loss, mmce, s_avuc, soft_binned_ece_loss
 
 
 def entries(k: int):
     return [
         ("cross-entropy", cross_entropy),
-        ("SB-ECE_bin,2 (M=15, T=0.01)", lambda z, y: soft_binned_ece(z, y, 15, 0.01, "l2", "bin")),
-        ("SB-ECE_lb,2 (M=15, T=0.01)", lambda z, y: soft_binned_ece(z, y, 15, 0.01, "l2", "label")),
+        ("SB-ECE_bin,2 (M=15, T=0.01)", lambda z, y: soft_binned_ece_loss(z, y, 15, 0.01, "l2", "bin")),
+        ("SB-ECE_lb,2 (M=15, T=0.01)", lambda z, y: soft_binned_ece_loss(z, y, 15, 0.01, "l2", "label")),
         ("S-AvUC (kappa=0.5, T=0.1)", lambda z, y: s_avuc(z, y, 0.5, 0.1)),
         ("AvUC (kappa=log(K)/2)", lambda z, y: avuc(z, y, 0.5 * torch.log(torch.tensor(float(k))).item())),
         ("MMCE_m (width 0.4)", lambda z, y: mmce(z, y)),

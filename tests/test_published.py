@@ -3,7 +3,6 @@ them in the long format of chapter 10's results (calib.published; calib.experime
 
 import csv
 from collections import Counter
-from pathlib import Path
 
 import pytest
 

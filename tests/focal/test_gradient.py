@@ -1,16 +1,20 @@
-"""calib.focal against closed forms, high-precision references (mpmath), autograd and the paper's numbers."""
+"""calib.focal.gradient: g(p, gamma), the threshold p0(gamma) and gamma*(p0) (Mukhoti et al. 2020, Props. 1-2).
+
+Against the printed formulas, mpmath references and the quoted values; both Lambert-W branches as printed.
+"""
+
+from __future__ import annotations
 
 import math
 
 import mpmath as mp
 import numpy as np
 import pytest
-from scipy.optimize import brentq, minimize
-from scipy.special import softmax
+import torch
+from scipy.optimize import brentq
 
 from calib import focal
-
-# ------------------------------------------------------------------------------------------ references
+from calib.focal import gradient_factor
 
 
 def _gamma_star_reference(p0: float) -> float:
@@ -41,8 +45,6 @@ def _threshold_reference(gam: float) -> float:
 def _g_printed(p, gam):
     return (1 - p) ** gam - gam * p * (1 - p) ** (gam - 1) * np.log(p)
 
-
-# ------------------------------------------------------------------------------------- g(p, gamma)
 
 def test_gradient_factor_matches_the_printed_formula_and_its_limits():
     p = np.linspace(0.001, 0.999, 999)
@@ -98,8 +100,6 @@ def test_prop1_holds_on_every_parameter_by_autograd():
             for a, b in zip(g_fl, g_ce):                       # all layers, not only the last
                 torch.testing.assert_close(a, factor * b, rtol=1e-10, atol=1e-14)
 
-
-# -------------------------------------------------------------------------------- gamma* and p0(gamma)
 
 def test_gamma_star_quoted_values():
     assert focal.gamma_star(0.2) == pytest.approx(4.850554445506035, rel=1e-13)
@@ -199,130 +199,6 @@ def test_lambert_branches_as_printed():
     assert np.all(z >= -math.exp(-1)) and focal.lambert_argument(0.5) == pytest.approx(-math.exp(-1), rel=1e-15)
 
 
-# ------------------------------------------------------------------------------------------ schedules
-
-def test_flsd_schedules_as_data():
-    p = np.array([0.0, 0.1999, 0.2, 0.3, 0.4999, 0.5, 1.0])
-    np.testing.assert_array_equal(focal.schedule_gamma(focal.FLSD_53, p), [5, 5, 3, 3, 3, 3, 3])
-    np.testing.assert_array_equal(focal.schedule_gamma(focal.FLSD_53_TABLE4, p), [5, 5, 5, 3, 3, 3, 3])
-    np.testing.assert_array_equal(focal.schedule_gamma(focal.FLSD_532, p), [5, 5, 3, 3, 3, 2, 2])
-    assert focal.SCHEDULES["flsd-53"] is focal.FLSD_53
-    g_eff = focal.effective_gradient_factor(focal.FLSD_53, np.array([0.19, 0.199, 0.2, 0.25, 0.26]))
-    np.testing.assert_allclose(g_eff, [_g_printed(0.19, 5), _g_printed(0.199, 5), _g_printed(0.2, 3),
-                                       _g_printed(0.25, 3), _g_printed(0.26, 3)], rtol=1e-13)
-
-
-def test_flsd53_upweights_two_intervals_not_one():
-    (lo1, hi1), (lo2, hi2) = focal.upweighted_intervals(focal.FLSD_53)
-    assert (lo1, lo2) == (0.0, 0.2)
-    assert hi1 == pytest.approx(0.19680273893699807, abs=1e-15)       # p0(5)
-    assert hi2 == pytest.approx(0.2525839887160048, abs=1e-15)        # p0(3)
-    # brute force on a grid: g_eff > 1 exactly on these intervals
-    p = np.linspace(1e-6, 1 - 1e-6, 200_001)
-    up = focal.effective_gradient_factor(focal.FLSD_53, p) > 1
-    inside = ((p < hi1) | ((p >= lo2) & (p < hi2)))
-    assert np.array_equal(up, inside)
-
-
-def test_schedule_from_prop2_has_a_single_crossing():
-    sched = focal.schedule_from_prop2([0.2], 0.25)
-    np.testing.assert_allclose(sched.gammas, [4.850554445506035, 3.070227101505456], rtol=1e-13)
-    ((lo, hi),) = focal.upweighted_intervals(sched)
-    assert lo == 0 and hi == pytest.approx(0.25, abs=1e-15)
-    three = focal.schedule_from_prop2([0.1, 0.3, 0.6], 0.2)
-    assert three.gammas[:3] == pytest.approx([focal.gamma_star(0.1), focal.gamma_star(0.2), focal.gamma_star(0.3)])
-    assert three.gammas[3] == three.gammas[2]                          # above 1/2: any gamma works, keep the last
-    ((lo, hi),) = focal.upweighted_intervals(three)
-    assert hi == pytest.approx(0.2, abs=1e-15)
-    with pytest.raises(ValueError, match=r"\(0, 1/2\)"):
-        focal.schedule_from_prop2([0.2], 0.6)
-    with pytest.raises(ValueError, match="gammas"):
-        focal.GammaSchedule("bad", (0.2,), (5.0,))
-    with pytest.raises(ValueError, match="increase"):
-        focal.GammaSchedule("bad", (0.5, 0.2), (5.0, 3.0, 2.0))
-
-
-# ------------------------------------------------------------------------- focal-optimal prediction
-
-def test_focal_optimal_prediction_reproduces_fig6():
-    q = np.array([0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99])
-    table = {  # inventory Sec. 5, computed by brute-force minimisation of Eq. 5
-        1: [0.1616, 0.2256, 0.3142, 0.3828, 0.4430, 0.5, 0.5570, 0.6172, 0.6858, 0.7744, 0.8384, 0.9270],
-        2: [0.2502, 0.3058, 0.3734, 0.4215, 0.4622, 0.5, 0.5378, 0.5785, 0.6266, 0.6942, 0.7498, 0.8464],
-        3: [0.3075, 0.3529, 0.4055, 0.4418, 0.4721, 0.5, 0.5279, 0.5582, 0.5945, 0.6471, 0.6925, 0.7800],
-        5: [0.3708, 0.4026, 0.4381, 0.4620, 0.4818, 0.5, 0.5182, 0.5380, 0.5619, 0.5974, 0.6292, 0.6953],
-    }
-    rows = np.column_stack([1 - q, q])
-    np.testing.assert_allclose(focal.focal_optimal_prediction(rows, 0.0), rows, atol=1e-15)   # CE: p = q
-    for gam, expected in table.items():
-        p_hat = focal.focal_optimal_prediction(rows, gam)[:, 1]
-        np.testing.assert_allclose(p_hat, expected, atol=5.1e-5)
-        # against a bounded scalar minimisation of Eq. 5 itself
-        for qi, pi in zip(q[::3], p_hat[::3]):
-            risk = lambda x: -(1 - x) ** gam * qi * np.log(x) - x ** gam * (1 - qi) * np.log(1 - x)  # noqa: E731
-            ref = brentq(lambda x: (risk(x + 1e-7) - risk(x - 1e-7)), 1e-3, 1 - 1e-3, xtol=1e-14)
-            assert pi == pytest.approx(ref, abs=1e-7)
-
-
-def test_focal_optimal_prediction_multiclass_and_inverse():
-    q = np.array([0.6, 0.3, 0.1])
-    gam = 2.0
-    ref = minimize(lambda z: -np.sum((1 - softmax(z)) ** gam * q * np.log(softmax(z))), np.zeros(3),
-                   method="BFGS", options={"gtol": 1e-12}).x
-    np.testing.assert_allclose(focal.focal_optimal_prediction(q, gam), softmax(ref), atol=1e-7)
-    rng = np.random.default_rng(3)
-    rows = rng.dirichlet(np.ones(4), size=500)
-    gams = rng.uniform(0.1, 8, size=500)
-    p_hat = focal.focal_optimal_prediction(rows, gams)
-    np.testing.assert_allclose(p_hat.sum(axis=1), 1.0, atol=1e-14)
-    np.testing.assert_allclose(focal.focal_prediction_target(p_hat, gams), rows, atol=1e-12)
-    # the argmax is kept (p / g(p, gamma) increases) ...
-    assert np.array_equal(p_hat.argmax(axis=1), rows.argmax(axis=1))
-    # ... but for K > 2 the prediction need not have higher entropy than q: a small class can shrink
-    q = np.array([0.3488, 0.339, 0.2798, 0.0324])
-    p_hat = focal.focal_optimal_prediction(q, 0.17)
-    assert p_hat[3] < q[3] and -np.sum(p_hat * np.log(p_hat)) < -np.sum(q * np.log(q))
-
-
-def test_binary_focal_prediction_is_pulled_towards_one_half():
-    q = np.linspace(0.001, 0.999, 999)
-    for gam in (0.5, 1.0, 2.0, 3.0, 5.0):
-        p_hat = focal.focal_optimal_prediction(np.column_stack([1 - q, q]), gam)[:, 1]
-        off = np.abs(q - 0.5) > 1e-9
-        assert np.all(np.abs(p_hat - 0.5)[off] < np.abs(q - 0.5)[off])
-        np.testing.assert_allclose(p_hat + p_hat[::-1], 1.0, atol=1e-14)      # symmetry
-
-
-def test_one_hot_targets_are_fixed_points():
-    q = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.5, 0.5, 0.0]])
-    out = focal.focal_optimal_prediction(q, 3.0)
-    np.testing.assert_array_equal(out[:2], q[:2])
-    np.testing.assert_allclose(out[2], [0.5, 0.5, 0.0], atol=1e-15)
-    np.testing.assert_array_equal(focal.focal_prediction_target(q[:2], 3.0), q[:2])
-
-
-# ------------------------------------------------------------------------------------------ Eq. 4
-
-def test_focal_loss_and_the_entropy_bound():
-    rng = np.random.default_rng(1)
-    p = rng.dirichlet(np.ones(3), size=2000)
-    q = rng.dirichlet(np.ones(3), size=2000)
-    gam = 2.5
-    np.testing.assert_allclose(focal.focal_loss(p, q, gam), -np.sum((1 - p) ** gam * q * np.log(p), axis=1),
-                               rtol=1e-14)
-    kl = np.sum(q * np.log(q / p), axis=1)
-    hq, hp = -np.sum(q * np.log(q), axis=1), -np.sum(p * np.log(p), axis=1)
-    np.testing.assert_allclose(focal.entropy_regularised_bound(p, q, gam), kl + hq - gam * hp, rtol=1e-12, atol=1e-12)
-    onehot = np.eye(3)[rng.integers(3, size=2000)]
-    pt = np.sum(p * onehot, axis=1)
-    np.testing.assert_allclose(focal.focal_loss(p, onehot, gam), -(1 - pt) ** gam * np.log(pt), rtol=1e-14)
-    np.testing.assert_allclose(focal.focal_loss(p, onehot, 0.0), -np.log(pt), rtol=1e-14)
-    for g in (0.1, 0.5, 0.9, 1.0, 3.0):                                  # the bound, also for gamma < 1
-        assert np.min(focal.focal_loss(p, q, g) - focal.entropy_regularised_bound(p, q, g)) >= -1e-12
-
-
-# ------------------------------------------------------------------------------ per-batch gradients
-
 def test_random_linear_softmax_batches_and_the_batch_counterexample():
     torch = pytest.importorskip("torch")
     data = focal.random_linear_softmax_batches(400, batch_size=2, n_features=3, n_classes=3, seed=0)
@@ -340,3 +216,10 @@ def test_random_linear_softmax_batches_and_the_batch_counterexample():
     assert np.all(per_sample * np.minimum(g, 1) <= per_sample + 1e-15)
     both_down = np.all(g <= 1, axis=1)
     assert np.any(both_down & (batch_fl > batch_ce))                    # the batch inequality can fail
+
+
+def test_focal_gradient_factor_link():
+    """-p dFL/dp = g(p, gamma) (Zhou et al. 2025, App. C.1 / Mukhoti et al. 2020, Prop. 1), through autograd."""
+    p = torch.linspace(0.01, 0.99, 50, dtype=torch.float64, requires_grad=True)
+    (-(1 - p) ** 3 * torch.log(p)).sum().backward()
+    np.testing.assert_allclose((-p * p.grad).detach().numpy(), gradient_factor(p.detach().numpy(), 3.0), rtol=1e-12)

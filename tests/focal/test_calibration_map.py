@@ -1,25 +1,56 @@
-"""Tests of the focal calibration map's relation to temperature scaling (Komisarenko & Kull 2024, chapter 07).
+"""calib.focal.calibration_map: the focal calibration map Psi^gamma and its comparison with temperature scaling.
 
-Reference values are the book's inventory of the paper (`shared/inventories/komisarenko2024.md`, Secs. 3, 5
-and 8: exact logit-space evaluation, minimax fits on the stated grids, mpmath counterexamples for Prop. 5).
+Psi^gamma in numpy and torch, float32 and gamma in [-1, inf) (Charoenphakdee et al. 2021, Thm. 11); its binary
+logit form, the TS bounds and the closest temperature (Komisarenko & Kull 2024, Props. 2-5, Figs. 2-7).
 """
 
 import numpy as np
 import pytest
-import sympy as sp
+import torch
 from scipy.special import expit, logit, softmax
 
-from calib import symbolic
 from calib.focal import (closest_temperature, effective_inverse_temperature, focal_calibration_logit, focal_map,
-                         log_f_gamma, threshold, top_label_gain, ts_bounds, ts_distance)
+                         focal_prediction_target, gradient_factor, log_f_gamma, log_focal_weight, threshold,
+                         top_label_gain, ts_bounds, ts_distance)
+
+# (q, gamma, Psi^gamma(q)), inventory Sec. 3 "test vectors"
+PSI_VECTORS = [((0.6, 0.3, 0.1), 1, (0.695866, 0.231639, 0.072495)),
+               ((0.6, 0.3, 0.1), 2, (0.794513, 0.161667, 0.043820)),
+               ((0.6, 0.3, 0.1), 3, (0.871011, 0.105204, 0.023785)),
+               ((0.6, 0.3, 0.1), 5, (0.954893, 0.039257, 0.005850)),
+               ((0.5, 0.25, 0.25), 2, (0.644671, 0.177664, 0.177664)),
+               ((0.4, 0.35, 0.25), 5, (0.534148, 0.331879, 0.133972)),
+               ((0.9, 0.05, 0.05), 2, (0.997296, 0.001352, 0.001352))]
+
+
+def random_logits(n, k, scale, seed, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    return (rng.normal(size=(n, k)) * rng.uniform(0.1, scale, size=(n, 1))).astype(dtype)
+
+
+def _psi_mpmath(z, gamma, dps=60):
+    """Eq. (1) / Psi^gamma in mpmath: weights v / g(v) with g = (1-v)^gamma (1 + gamma r), r = -v log v / (1-v)."""
+    import mpmath
+
+    mpmath.mp.dps = dps
+    zz = [mpmath.mpf(float(x)) for x in z]
+    top = max(zz)
+    e = [mpmath.exp(x - top) for x in zz]
+    v = [x / sum(e) for x in e]
+    w = [x / ((1 - x) ** gamma * (1 - gamma * x * mpmath.log(x) / (1 - x))) for x in v]
+    return np.array([float(x / sum(w)) for x in w])
+
 
 # gamma: (1/(gamma+1), 1/(gamma+1-log(gamma+1)/2), 1/beta(0)), inventory Sec. 5 "Fig. 3 reference values"
 BOUNDS = {0.5: (0.6667, 0.7709, 0.7372), 1: (0.5000, 0.6048, 0.5644), 2: (0.3333, 0.4080, 0.3737),
           3: (0.2500, 0.3024, 0.2760), 4: (0.2000, 0.2384, 0.2178), 5: (0.1667, 0.1959, 0.1796),
           7: (0.1250, 0.1437, 0.1327), 10: (0.0909, 0.1020, 0.0951)}
 
+
 # binary minimax 1/T (inventory Sec. 5, Fig. 2 L)
 BINARY_INV_T = {0.5: 1.3676, 1: 1.7810, 2: 2.6801, 3: 3.6252, 4: 4.5910, 5: 5.5676, 9: 9.5195}
+
+
 # three-class minimax 1/T and max error (inventory Sec. 5, Fig. 6; logits in (-5, 5), step 0.01)
 THREE_CLASS = {0.05: (1.0220, 0.0025), 0.5: (1.2413, 0.0211), 1: (1.5203, 0.0349), 2: (2.1522, 0.0488),
                3: (2.8062, 0.0570)}
@@ -36,7 +67,225 @@ def p_hat_paper(q, gamma):
     return 1 / (1 + ((1 - q) / q) ** gamma * ((1 - q) - gamma * q * np.log(q)) / (q - gamma * (1 - q) * np.log(1 - q)))
 
 
-# ---------------------------------------------------------------------------------- FC on logits
+@pytest.mark.parametrize("q, g, expected", PSI_VECTORS)
+def test_psi_test_vectors(q, g, expected):
+    np.testing.assert_allclose(focal_map(np.log([q]), g)[0], expected, atol=1e-6)
+
+
+def test_psi_zero_is_softmax():
+    z = random_logits(500, 7, 20, 1)
+    np.testing.assert_allclose(focal_map(z, 0), softmax(z, axis=1), rtol=0, atol=1e-16)
+    z32 = z.astype(np.float32)
+    assert focal_map(z32, 0).dtype == np.float32
+
+
+def test_argmax_never_changes():
+    z = random_logits(20_000, 10, 40, 2)
+    for g in [-0.99, -0.9, -0.5, -0.1, 0.01, 0.5, 1, 2, 5, 50, 1000]:
+        np.testing.assert_array_equal(focal_map(z, g).argmax(axis=1), z.argmax(axis=1))
+    z32 = z.astype(np.float32)
+    for g in [-0.5, 1, 5]:
+        np.testing.assert_array_equal(focal_map(z32, g).argmax(axis=1), z32.argmax(axis=1))
+
+
+def test_one_hot_stays_one_hot():
+    z = np.array([[800.0, 0.0, -5.0], [0.0, 1e6, 3.0]])
+    for g in [0.5, 1, 5]:
+        np.testing.assert_array_equal(focal_map(z, g), [[1, 0, 0], [0, 1, 0]])
+    # and a near-one-hot row maps to a nearer one
+    out = focal_map(np.array([[30.0, 0.0, 0.0]]), 2)[0]
+    assert out[0] == 1.0 and 0 < out[1] < softmax([30.0, 0.0, 0.0])[1]
+
+
+def test_float32_saturation():
+    z = np.array([[20.0, 0.0, 0.0], [200.0, 0.0, 0.0], [1e4, -3.0, 0.0], [5.0, 5.0, -90.0]], dtype=np.float32)
+    assert softmax(z[:1], axis=1).astype(np.float32)[0, 0] == 1.0        # where Eq. 13 as printed gives nan
+    for g in [0.5, 2, 5, -0.5]:
+        out = focal_map(z, g)
+        assert out.dtype == np.float32
+        assert np.all(np.isfinite(out))
+        np.testing.assert_allclose(out.sum(axis=1), 1, atol=1e-6)
+        np.testing.assert_allclose(out, focal_map(z.astype(np.float64), g), atol=1e-6, rtol=0)
+    np.testing.assert_allclose(focal_map(z[:1], 2)[0], [1.0, 1.0507838e-25, 1.0507838e-25], rtol=1e-5)
+
+
+def test_float32_matches_float64():
+    z = random_logits(20_000, 10, 30, 3, dtype=np.float32)
+    for g in [0.5, 1, 2, 5]:
+        np.testing.assert_allclose(focal_map(z, g), focal_map(z.astype(np.float64), g), atol=1e-6, rtol=0)
+
+
+def test_matches_the_probability_space_form_and_log_weights():
+    rng = np.random.default_rng(4)
+    q = rng.dirichlet(np.ones(6), size=300)
+    for g in [0.5, 1, 3]:
+        np.testing.assert_allclose(focal_map(np.log(q), g), focal_prediction_target(q, g), atol=1e-14, rtol=0)
+        h = np.exp(log_focal_weight(q, g))
+        np.testing.assert_allclose(h, q / gradient_factor(q, g), rtol=1e-13)
+        np.testing.assert_allclose(focal_map(np.log(q), g), h / h.sum(axis=1, keepdims=True), atol=1e-14, rtol=0)
+
+
+def test_log_focal_weight_is_increasing_and_finite():
+    v = np.concatenate([np.logspace(-300, np.log10(0.5), 3000), 1 - np.logspace(np.log10(0.5), -12, 3000)[1:]])
+    for g in [0.001, 1, 50, 1000]:
+        lh = log_focal_weight(v, g)
+        assert np.all(np.isfinite(lh)) and np.all(np.diff(lh) > 0)
+    with pytest.raises(ValueError, match="p must be > 0"):
+        log_focal_weight([0.0, 0.5], 1)
+
+
+def test_equals_komisarenko_focal_calibration_map():
+    """p_k proportional to 1 / FL'(q_k), FL'(q) = (1-q)^g (g log q / (1-q) - 1/q) (slavikkom's focal_derivative)."""
+    rng = np.random.default_rng(5)
+    q = rng.dirichlet(np.ones(4), size=200)
+    for g in [-0.5, -0.25, 0.5, 1, 3, 5]:
+        deriv = (1 - q) ** g * (g * np.log(q) / (1 - q) - 1 / q)
+        ref = (1 / deriv) / (1 / deriv).sum(axis=1, keepdims=True)
+        np.testing.assert_allclose(focal_map(np.log(q), g), ref, atol=1e-13, rtol=0)
+    # Komisarenko & Kull (2024), Fig. 1 left, negative gamma (values computed for the book's inventory)
+    for g, expected in [(-0.25, 0.8644), (-0.5, 0.8326)]:
+        assert focal_map(np.log([[0.9, 0.1]]), g)[0, 0] == pytest.approx(expected, abs=1e-4)
+
+
+def test_binary_closed_form():
+    y = np.linspace(1e-4, 1 - 1e-4, 999)
+    for g in [0.5, 1, 2, 5]:
+        a0 = y ** g / (1 - y) - g * y ** (g - 1) * np.log(1 - y)
+        a1 = gradient_factor(y, g) / y
+        np.testing.assert_allclose(focal_map(np.log(np.column_stack([y, 1 - y])), g)[:, 0], a0 / (a0 + a1),
+                                   atol=1e-13, rtol=0)
+
+
+def test_prop6_subset_uniform_vectors_are_fixed():
+    for g in [0.5, 2]:
+        for k in [2, 5, 17]:
+            np.testing.assert_allclose(focal_map(np.zeros((1, k)), g), np.full((1, k), 1 / k), atol=1e-15)
+
+
+def test_torch_matches_numpy():
+    z = random_logits(5000, 10, 30, 6, dtype=np.float32)
+    for g in [-0.5, 0.5, 2, 5]:
+        out = focal_map(torch.from_numpy(z), g)
+        assert isinstance(out, torch.Tensor) and out.dtype == torch.float32
+        np.testing.assert_allclose(out.numpy(), focal_map(z.astype(np.float64), g), atol=1e-6, rtol=0)
+        z64 = torch.from_numpy(z.astype(np.float64))
+        np.testing.assert_allclose(focal_map(z64, g).numpy(), focal_map(z64.numpy(), g), atol=1e-13, rtol=0)
+
+
+def test_torch_gradients_finite_at_saturation():
+    z = torch.tensor([[20.0, 0, 0], [200.0, 0, 0], [1e4, 0, -3], [3.0, 1.0, -2.0], [40.0, 39.0, 0.0]],
+                     requires_grad=True)
+    weights = torch.linspace(0, 1, 3)
+    for g in [-0.5, 0.5, 1, 2, 5]:
+        z.grad = None
+        (focal_map(z, g) * weights).sum().backward()
+        assert torch.isfinite(z.grad).all()
+
+
+def test_torch_gradcheck():
+    z = torch.tensor(random_logits(4, 5, 4, 7), requires_grad=True)
+    for g in [-0.5, 0.7, 3]:
+        assert torch.autograd.gradcheck(lambda t: focal_map(t, g), (z,))
+    z_sat = torch.tensor([[35.0, 0.0, -1.0, 2.0]], dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: focal_map(t, 0.5), (z_sat,))
+
+
+def test_torch_half_precision():
+    z = torch.tensor(random_logits(10, 4, 5, 8), dtype=torch.float16)
+    out = focal_map(z, 2)
+    assert out.dtype == torch.float16
+    np.testing.assert_allclose(out.float().numpy(), focal_map(z.double().numpy(), 2), atol=2e-3)
+
+
+@pytest.mark.parametrize("gamma", [-1.5, -1 - 1e-9, -2, np.nan, np.inf, [1.0, 2.0], "2", True])
+def test_gamma_domain(gamma):
+    with pytest.raises(ValueError, match="gamma"):
+        focal_map(np.zeros((2, 3)), gamma)
+
+
+def test_gamma_below_minus_one_says_why():
+    """The weight v / g(v, gamma) = v / ((1-v)^gamma (1 + gamma r(v))) turns negative near v = 1 for gamma < -1."""
+    with pytest.raises(ValueError, match=r">= -1.*changes sign"):
+        focal_map(np.zeros((2, 3)), -1.25)
+    with pytest.raises(ValueError, match=r">= -1"):
+        focal_map(torch.zeros((2, 3)), -1.01)
+    v = 0.99                                             # the sign change the message describes, at gamma = -1.25
+    r = -v * np.log(v) / (1 - v)
+    assert 1 - 1.25 * r < 0 < 1 - 1.0 * r
+
+
+@pytest.mark.parametrize("gamma", [-1.0, -1 + 1e-9, -0.75, -0.5])
+def test_gamma_down_to_minus_one(gamma):
+    """The map exists on gamma >= -1; at gamma = -1 the top weight tends to 2 as v_top -> 1 (no 0/0)."""
+    rows = [[0.0, 0.0, 0.0], [3.0, 1.0, -2.0], [12.0, 0.0, 0.0], [30.0, 29.0, 0.0], [0.1, 0.0, -0.3, 2.0],
+            [35.0, 0.0, -1.0, 2.0], [18.0, -4.0, 1.0, 0.5]]
+    for z in rows:
+        ref = _psi_mpmath(z, gamma)
+        got = focal_map(np.array([z]), gamma)[0]
+        np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-300)
+        got_t = focal_map(torch.tensor([z], dtype=torch.float64), gamma)[0].numpy()
+        np.testing.assert_allclose(got_t, ref, rtol=1e-13, atol=1e-300)
+    z = random_logits(2000, 6, 60, 11)                   # up to saturated rows: finite, in the simplex, argmax kept
+    for arr in [z, z.astype(np.float32)]:
+        p = focal_map(arr, gamma)
+        assert np.all(np.isfinite(p)) and np.all(p >= 0)
+        np.testing.assert_allclose(p.sum(axis=1), 1, atol=1e-6 if arr.dtype == np.float32 else 1e-12)
+        np.testing.assert_array_equal(p.argmax(axis=1), arr.argmax(axis=1))
+    np.testing.assert_allclose(focal_map(z.astype(np.float32), gamma), focal_map(z, gamma), atol=2e-6)
+
+
+def test_gamma_minus_one_at_the_vertex():
+    """gamma = -1: h(v) = v (1 - v) / (1 - r(v)) -> 2 as v -> 1, so a saturated top class keeps a finite weight."""
+    for gap in [40.0, 400.0, 700.0]:
+        z = np.array([[gap, 0.0, 0.0]])
+        p = focal_map(z, -1.0)[0]
+        # the others have weights v_j (1 - v_j) / (1 - r(v_j)) ~ v_j = e^-gap / (1 + 2 e^-gap), the top one 2
+        assert p[0] == pytest.approx(1.0, abs=1e-15)
+        assert np.log(p[1]) == pytest.approx(-gap - np.log(2), rel=1e-14)
+    assert np.array_equal(focal_map(np.array([[4000.0, 0.0, 0.0]]), -1.0), [[1.0, 0.0, 0.0]])
+    z = torch.tensor([[20.0, 0, 0], [200.0, 0, 0], [1e4, 0, -3], [3.0, 1.0, -2.0], [40.0, 39.0, 0.0]],
+                     dtype=torch.float64, requires_grad=True)
+    (focal_map(z, -1.0) * torch.linspace(0, 1, 3, dtype=torch.float64)).sum().backward()
+    assert torch.isfinite(z.grad).all()
+    zc = torch.tensor(random_logits(4, 5, 4, 7), requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: focal_map(t, -1.0), (zc,))
+    zs = torch.tensor([[9.0, 0.0, -1.0, 2.0]], dtype=torch.float64, requires_grad=True)   # S < 0.1: the series
+    assert torch.autograd.gradcheck(lambda t: focal_map(t, -1.0), (zs,))
+
+
+def test_logits_must_be_finite_2d():
+    bad = np.array([[0.0, np.inf, 1.0]])
+    for arr in [bad, bad.astype(np.float32), np.array([[np.nan, 0.0]])]:
+        with pytest.raises(ValueError, match="NaN or infinity"):
+            focal_map(arr, 1)
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        focal_map(torch.tensor([[0.0, float("-inf")]]), 1)
+    with pytest.raises(ValueError, match="2-D"):
+        focal_map(np.zeros(3), 1)
+    with pytest.raises(ValueError, match="at least 2"):
+        focal_map(np.zeros((4, 1)), 1)
+    with pytest.raises(ValueError, match=r"\(N, K\)"):
+        focal_map(torch.zeros(3), 1)
+
+
+@pytest.mark.parametrize("gamma", [-1.0, -0.5, 0.0, 1.0, 3.0, 7.0])
+def test_log_focal_map_is_the_log_of_focal_map_and_finite_beyond_underflow(gamma):
+    from scipy.special import log_softmax
+
+    from calib.focal import focal_map, log_focal_map
+
+    rng = np.random.default_rng(3)
+    z = rng.normal(size=(200, 6)) * 4
+    np.testing.assert_allclose(np.exp(log_focal_map(z, gamma)), focal_map(z, gamma), rtol=1e-10, atol=1e-300)
+    far = np.array([[0.0, 2000.0, 0.0]])
+    assert focal_map(far, gamma)[0, 0] == 0.0
+    log_p = log_focal_map(far, gamma)
+    assert np.all(np.isfinite(log_p)) and log_p[0, 0] < -800 and abs(np.logaddexp.reduce(log_p[0])) < 1e-12
+    if gamma == 0:
+        np.testing.assert_array_equal(log_focal_map(z, 0.0), log_softmax(z, axis=1))
+    with pytest.raises(ValueError, match="gamma"):
+        log_focal_map(z, -2.0)
+
 
 def test_identity_at_gamma_zero():
     s = np.linspace(-800, 800, 4001)
@@ -114,32 +363,6 @@ def test_fc_at_gamma_minus_one():
     assert np.all(np.isfinite(z)) and np.all(np.diff(z) > 0)
 
 
-def test_fts_grid_at_gamma_minus_one():
-    """FocalTemperatureScaling accepts gamma_ev = -1 (the released code's grid has it) and refuses gamma < -1."""
-    from calib import metrics
-    from calib.posthoc import FocalTemperatureScaling, focal_temperature_scores
-
-    rng = np.random.default_rng(5)
-    z = rng.normal(size=(600, 5)) * rng.uniform(0.3, 8.0, size=(600, 1))
-    z[:10] *= 30                                                   # saturated rows: 1 + gamma r_top -> 0
-    y = rng.integers(0, 5, 600)
-    temps = np.array([0.3, 1.0, 2.0])
-    for objective, metric, rows in [("ece", metrics.adaptive_ece, slice(None)), ("nll", metrics.nll, slice(10, None))]:
-        grid = focal_temperature_scores(z[rows], y[rows], [-1.0], temps, objective=objective)[0]
-        loop = [metric(focal_map(z[rows] / t, -1.0), y[rows]) for t in temps]
-        np.testing.assert_allclose(grid, loop, rtol=1e-11)
-    assert np.all(np.isfinite(focal_temperature_scores(z, y, [-1.0], temps, objective="nll")))   # log space
-    fts = FocalTemperatureScaling(gammas=[-1.0, 0.0, 1.0], temperatures=temps, objective="nll").fit(z, y)
-    assert np.all(np.isfinite(fts.grid_scores))
-    for bad in [[-1.5, 1.0], [-1.0000001]]:
-        with pytest.raises(ValueError, match=r">= -1"):
-            FocalTemperatureScaling(gammas=bad)
-        with pytest.raises(ValueError, match=r">= -1"):
-            focal_temperature_scores(z, y, bad, temps)
-
-
-# ---------------------------------------------------------------------------------- Prop. 3
-
 def test_ts_bounds_against_the_inventory():
     g = np.array(list(BOUNDS))
     ref = np.array(list(BOUNDS.values()))
@@ -195,8 +418,6 @@ def test_ts_bounds_validation():
     assert ts_bounds(np.array([[1.0, 2.0]]))[0].shape == (1, 2)
 
 
-# ----------------------------------------------------------------------------- closest temperatures
-
 def test_binary_closest_temperature():
     g = np.array(list(BINARY_INV_T))
     t, err = closest_temperature(g)
@@ -250,7 +471,7 @@ def test_ts_distance():
 
 def test_sorted_grid_equals_full_grid():
     """Permutation symmetry: the maximum over sorted logit vectors is the maximum over all of them."""
-    from calib.focal import _sorted_logit_grid
+    from calib.focal.calibration_map import _sorted_logit_grid
 
     rows = _sorted_logit_grid(3, 2.0, 0.25)
     assert np.all(np.diff(rows, axis=1) <= 0) and np.all(rows[:, -1] > -2.0)
@@ -274,8 +495,6 @@ def test_closest_temperature_validation():
     with pytest.raises(ValueError, match="gamma"):
         closest_temperature(-0.5)
 
-
-# ------------------------------------------------------------------------------------------ Prop. 5
 
 @pytest.mark.parametrize("q, gamma, expected", [
     ((0.13,) + (0.87 / 9,) * 9, 1, 0.12939833),
@@ -301,54 +520,3 @@ def test_prop5_holds_above_the_threshold():
             assert above.any() and np.all(gain[above] >= -1e-15)
             if k <= 3:
                 assert np.all(gain >= -1e-12)      # binary and three-class: always (inventory C17)
-
-
-# ------------------------------------------------------------------------------------------ sympy
-
-def test_symbolic_prop1():
-    d = symbolic.focal_convexity()
-    for key in ["d1_residual", "d2_residual", "quadratic_residual", "a1_residual", "a1_bracket_at_1"]:
-        assert d[key] == 0, key
-    assert sp.simplify(d["d2_gamma_one"] - (symbolic.p + 1) / symbolic.p ** 2) == 0
-    assert sp.simplify(d["a1_bracket_dp"] - (sp.log(symbolic.p) - 1)) == 0
-    # numerically positive on a grid (C2)
-    f = sp.lambdify((symbolic.p, symbolic.gamma), d["d2"], "numpy")
-    p = np.linspace(1e-6, 1 - 1e-6, 2001)
-    for g in [0.0, 0.3, 1, 2.5, 7, 20]:
-        assert np.all(f(p, g) > 0)
-
-
-def test_symbolic_prop2_and_prop4():
-    d = symbolic.binary_focal_decomposition()
-    for key in ["p_of_q_residual", "paper_residual", "g_residual", "dl1_g"]:
-        assert d[key] == 0, key
-    assert d["p_hat_gamma_zero"] == symbolic.q and d["p_hat_at_half"] == sp.Rational(1, 2)
-    m = symbolic.multiclass_focal_decomposition()
-    for key in ["dL_residual", "g_residual", "binary_residual"]:
-        assert m[key] == 0, key
-    # the sympy map agrees with focal_map numerically
-    f = sp.lambdify((symbolic.q, symbolic.gamma), d["p_hat"], "numpy")
-    q = np.linspace(0.01, 0.99, 99)
-    np.testing.assert_allclose(f(q, 2.0), focal_map(np.log(np.column_stack([q, 1 - q])), 2.0)[:, 0], rtol=1e-12)
-
-
-def test_symbolic_fc_on_logits_and_prop3_algebra():
-    d = symbolic.focal_calibration_on_logits()
-    g = symbolic.gamma
-    assert d["FC_paper_residual"] == 0 and d["FC_f_residual"] == 0 and d["symmetry"] == 0
-    assert d["f_at_0"] == 1 and sp.simplify(d["f_at_plus_inf"] - (g + 1)) == 0
-    assert sp.simplify(d["f_at_minus_inf"] - 1 / (g + 1)) == 0
-    beta0 = sp.lambdify(g, d["beta_at_0"], "numpy")
-    np.testing.assert_allclose(beta0(np.array([0.5, 3.0])), effective_inverse_temperature(0.0, [0.5, 3.0]), rtol=1e-14)
-    a = symbolic.ts_bound_proof_algebra()
-    assert sp.simplify(a["paper_slip"] + g) == 0
-    assert float(a["discriminant"]) == pytest.approx(0.22026, abs=1e-5)
-    assert float(a["discriminant_paper"]) == pytest.approx(-0.00715, abs=1e-5)
-    assert sorted(float(r) for r in a["roots"]) == pytest.approx([-13.8515, -1.8467], abs=1e-4)
-    assert a["identity"] == 0 and float(a["identity_paper"].subs(symbolic.s, 1)) != 0
-
-
-def test_symbolic_prop5_derivative():
-    d = symbolic.prop5_proof_derivative()
-    assert d["df_residual"] == 0 and d["ratio_residual"] == 0
-    assert float(d["sign_slip"]) != 0 and d["f_sign"] == -1

@@ -1,0 +1,126 @@
+"""calib.losses.registry: names to losses, secondary losses and their combination, and the table itself."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from references import batch, calibration_batch
+
+from calib.losses import (AURC_DEFAULTS, SECONDARY_LOSSES, avuc, combined_loss, focal_loss, get_loss,
+                          get_secondary_loss, mmce, selective_au_loss, soft_binned_ece_loss)
+from calib.models import mlp
+from calib.train import train_classifier
+
+
+def test_registry():
+    logits, targets = batch()
+    for name, gamma in [("fl-3", 3.0), ("FL-0.5", 0.5), (" fl-2 ", 2.0), ("fl-0", 0.0)]:
+        loss = get_loss(name)
+        assert loss.gamma == gamma
+        assert loss(logits, targets).item() == pytest.approx(focal_loss(logits, targets, gamma).item(), rel=1e-15)
+    for bad in ["", "fl", "fl-", "fl-x", "fl--1", "fl-inf", "ce-1", "focal", "brier-2", None]:
+        with pytest.raises(ValueError):
+            get_loss(bad)
+
+
+def test_registry_and_combination():
+    z, y = calibration_batch(n=64)
+    assert set(SECONDARY_LOSSES) >= {"sb-ece", "s-avuc", "avuc", "avuc-gs", "mmce"}
+    for name in SECONDARY_LOSSES:
+        value = get_secondary_loss(name)(z, y)
+        assert value.ndim == 0 and torch.isfinite(value)
+    combo = get_loss("ce", secondary="sb-ece", secondary_weight=0.5)
+    expected = F.cross_entropy(z, y) + 0.5 * soft_binned_ece_loss(z, y, temperature=0.01, norm="l2", estimator="label")
+    assert combo(z, y).item() == pytest.approx(expected.item(), rel=1e-14)
+    assert combo.weight == 0.5
+    assert combo.parts(z, y)[1].item() == pytest.approx(2 * (expected - F.cross_entropy(z, y)).item())
+    same = combined_loss("ce", "sb-ece", 0.5)
+    assert same(z, y).item() == combo(z, y).item()
+    mm = get_loss("mmce-2")
+    assert mm(z, y).item() == pytest.approx((F.cross_entropy(z, y) + 2 * mmce(z, y, weighted=True)).item(), rel=1e-14)
+    assert get_secondary_loss("sb-ece", temperature=1e-3)(z, y).item() == pytest.approx(
+        soft_binned_ece_loss(z, y, temperature=1e-3, norm="l2", estimator="label").item())
+    assert get_secondary_loss("avuc")(z, y).item() == pytest.approx(avuc(z, y, 0.5 * math.log(10)).item())
+    with pytest.raises(ValueError, match="unknown secondary loss"):
+        get_secondary_loss("sbece")
+    with pytest.raises(ValueError, match="secondary loss 'sb-ece'"):
+        get_secondary_loss("sb-ece", kappa=1)
+    with pytest.raises(ValueError, match="secondary_weight"):
+        get_loss("ce", secondary="mmce", secondary_weight=-1)
+    with pytest.raises(ValueError, match="mmce-<lambda>"):
+        get_loss("mmce")
+
+
+def test_registry_names_and_options():
+    logits, targets = batch(n=64, k=5, seed=10)
+    assert get_loss("aurc").options == {"kappa": AURC_DEFAULTS["kappa"], "nu": AURC_DEFAULTS["nu"],
+                                        "n_bins": AURC_DEFAULTS["bins"], "csf": "msp", "cdf": "bins",
+                                        "detach": False, "normalize": False}
+    loss = get_loss("aurc-kappa=0.8,nu=0.01,bins=20,csf=margin,detach,normalize=1")
+    assert loss.options == {"kappa": 0.8, "nu": 0.01, "n_bins": 20, "csf": "margin", "cdf": "bins", "detach": True,
+                            "normalize": True}
+    want = selective_au_loss(logits, targets, kappa=0.8, nu=0.01, n_bins=20, csf="margin", detach=True, normalize=True)
+    assert loss(logits, targets).item() == pytest.approx(want.item(), rel=1e-14)
+    assert get_loss("AURC-kappa=1,cdf=exact")(logits, targets).item() == pytest.approx(
+        selective_au_loss(logits, targets, kappa=1.0, cdf="exact").item(), rel=1e-14)
+    for bad, match in [("inverse-2", "inverse-fl"), ("dual", "dual-fl"), ("dual-fl-x", "not a number"),
+                       ("inverse-fl--1", "gamma"), ("aurc-foo=1", "unknown option"), ("aurc-kappa=2", "kappa"),
+                       ("aurc-csf=energy", "csf"), ("aurc-bins=x", "bad value"), ("aurc-detach=maybe", "bad value")]:
+        with pytest.raises(ValueError, match=match):
+            get_loss(bad)
+
+
+@pytest.mark.parametrize("name", ["inverse-fl-2", "dual-fl-3", "aurc", "aurc-detach", "aurc-kappa=1,cdf=exact"])
+def test_losses_train_a_small_model(name):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 4)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64) + (x[:, 1] > 0)
+    model, history = train_classifier(mlp(4, 3, hidden=(16,), seed=0), x, y, name, epochs=3, lr=1e-2, batch_size=64,
+                                      progress=False)
+    assert len(history) == 3 and np.all(np.isfinite(history))
+
+
+# ------------------------------------------------------------------------------------------- the table
+
+def test_every_row_of_the_registry_builds_its_example():
+    from calib.losses import REGISTRY, get_secondary_loss
+
+    logits, targets = batch(n=32, k=4, seed=3)
+    for spec in REGISTRY:
+        loss = get_loss(spec.example) if spec.kind == "primary" else get_secondary_loss(spec.example)
+        value = loss(logits.clone().requires_grad_(True), targets)
+        assert value.ndim == 0 and torch.isfinite(value), spec.key
+
+
+def test_names_lists_and_docstring_are_generated_from_the_table():
+    from calib.losses import LOSSES, REGISTRY, SECONDARY_LOSSES, describe_loss, loss_names, secondary_loss_names
+
+    primary = [s for s in REGISTRY if s.kind == "primary"]
+    secondary = [s for s in REGISTRY if s.kind == "secondary"]
+    assert set(LOSSES) == {s.key for s in primary} and set(SECONDARY_LOSSES) == {s.key for s in secondary}
+    names = loss_names()
+    for spec in primary:
+        assert all(repr(f) in names for f in spec.forms), spec.key
+        assert all(f"``{f}``" in get_loss.__doc__ for f in spec.forms), spec.key
+        assert describe_loss(spec.example) is spec
+    assert secondary_loss_names() == ", ".join(repr(s.key) for s in secondary)
+    assert describe_loss("FL-3").summary.startswith("focal loss")
+    with pytest.raises(ValueError, match="unknown loss 'nope-1'.*'fl-<gamma>'"):
+        describe_loss("nope-1")
+
+
+def test_gamma_families_share_one_parser():
+    for name in ("fl-x", "inverse-fl-x", "dual-fl-x"):
+        with pytest.raises(ValueError, match="is not a number"):
+            get_loss(name)
+    for name in ("fl--1", "inverse-fl--1", "dual-fl--1"):
+        with pytest.raises(ValueError, match=r"gamma must be >= 0; found -1\.0"):
+            get_loss(name)
+    for name, usage in (("fl", "'fl-<gamma>'"), ("inverse", "'inverse-fl-<gamma>'"), ("dual-fl-", "'dual-fl-<gamma>'")):
+        with pytest.raises(ValueError, match=usage):
+            get_loss(name)
+    assert get_loss("inverse-fl-2").gamma == 2.0 and get_loss("DUAL-FL-0.5").gamma == 0.5
