@@ -36,6 +36,7 @@ from calib._validate import (
     check_length,
     check_positive,
 )
+from calib.focal._numerics import check_gamma
 
 __all__ = [
     "DUAL_FOCAL_VARIANTS",
@@ -405,9 +406,7 @@ def inverse_focal_positive_interval(gamma):
     -------
     lo, hi : float or ndarray
     """
-    g = np.asarray(gamma, dtype=np.float64)
-    if np.any(~np.isfinite(g)) or np.any(g < 0):
-        raise ValueError("gamma must be finite and >= 0.")
+    g = check_gamma(gamma)
     gg = np.maximum(g, 1e-300)
     pm = np.exp(-1.0 - 1.0 / gg)
     exists = 1.0 - g * pm < 0
@@ -455,7 +454,7 @@ def dual_focal_weight(probs, labels, gamma, variant: str = "official"):
     """
     check_choice(variant, "variant", DUAL_FOCAL_VARIANTS)
     p, y, _, _ = as_probs_labels_top(probs, labels)
-    gamma = float(check_positive(gamma, "gamma", allow_zero=True))
+    gamma = check_gamma(gamma, scalar=True)
     rows = np.arange(p.shape[0])
     p_y = p[rows, y]
     others = p.copy()

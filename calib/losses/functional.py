@@ -277,9 +277,9 @@ class EpochScheduledFocalLoss:
 
     def __init__(self, gammas=(5.0, 3.0, 1.0), boundaries=(100, 250), reference_epochs: int = 350,
                  name: str = "flsc"):
-        self.gammas = tuple(float(g) for g in gammas)
+        self.gammas = tuple(float(g) for g in check_gamma(gammas, "gammas", ndim=1))
         self.boundaries = tuple(int(b) for b in boundaries)
-        if len(self.gammas) != len(self.boundaries) + 1 or any(g < 0 for g in self.gammas):
+        if len(self.gammas) != len(self.boundaries) + 1:
             raise ValueError(f"{name}: need one gamma >= 0 per phase ({len(self.boundaries) + 1}); got {gammas}.")
         self.reference_epochs = int(reference_epochs)
         self.total_epochs = self.reference_epochs
