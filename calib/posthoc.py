@@ -12,6 +12,8 @@ tensors; labels are integer class indices.
 from __future__ import annotations
 
 
+import warnings
+
 import numpy as np
 from scipy.optimize import brentq
 from scipy.special import expit, softmax
@@ -83,6 +85,26 @@ def fit_temperature_grid(logits, labels, grid=None, score=None) -> tuple[float, 
     return float(grid[int(np.argmin(scores))]), scores
 
 
+class GridEdgeWarning(UserWarning):
+    """A grid search found its best value at the grid's first or last point: the optimum may lie beyond it."""
+
+
+def _grid_edge(grid: np.ndarray, scores: np.ndarray) -> str | None:
+    """"low" or "high" when the best score is at the smallest or largest grid temperature (warning), else None."""
+    best = int(np.argmin(scores))
+    order = np.argsort(grid)
+    edge = "low" if best == order[0] else "high" if best == order[-1] else None
+    if edge is not None and grid.size > 1:
+        t = float(grid[best])
+        wider = (f"np.geomspace({t / 100:.3g}, {float(grid.max()):.3g}, 200)" if edge == "low" else
+                 f"np.geomspace({float(grid.min()):.3g}, {t * 100:.3g}, 200)")
+        warnings.warn(f"the ECE-optimal temperature is the {'smallest' if edge == 'low' else 'largest'} of the grid, "
+                      f"T = {t:g} (validation ECE {float(scores[best]):.4g}); the optimum may lie beyond it. Widen "
+                      f"the grid, e.g. TemperatureScaling('ece', grid={wider}), or compare with the NLL fit "
+                      f"(objective='nll'), which has no grid.", GridEdgeWarning, stacklevel=3)
+    return edge if grid.size > 1 else None
+
+
 class TemperatureScaling:
     """Temperature scaling: ``softmax(z / T)`` with one scalar T fitted on validation logits (Guo et al. 2017).
 
@@ -112,6 +134,10 @@ class TemperatureScaling:
         The fitted T (> 1 softens over-confident logits).
     grid_scores : ndarray or None
         For the grid objective, the validation score at each grid temperature.
+    at_edge : {"low", "high"} or None
+        For the grid objective, whether the best temperature is the grid's smallest ("low") or largest ("high"):
+        the optimum may then lie outside the grid, and :meth:`fit` warns (:class:`GridEdgeWarning`) with a grid
+        to try instead.
     optimizer_result : scipy.optimize.OptimizeResult or None
         For "sb-ece", the optimiser's report (``fun`` is the validation SB-ECE at the fitted T).
     """
@@ -128,6 +154,7 @@ class TemperatureScaling:
         self.sb_estimator = check_choice(sb_estimator, "sb_estimator", ("bin", "label"))
         self.temperature: float | None = None
         self.grid_scores: np.ndarray | None = None
+        self.at_edge: str | None = None
         self.optimizer_result = None
 
     def fit(self, logits, labels) -> "TemperatureScaling":
@@ -141,6 +168,7 @@ class TemperatureScaling:
             n_bins = self.n_bins
             self.temperature, self.grid_scores = fit_temperature_grid(
                 logits, labels, self.grid, score=lambda p, y: metrics.ece(p, y, n_bins=n_bins))
+            self.at_edge = _grid_edge(self.grid if self.grid is not None else MUKHOTI_GRID, self.grid_scores)
         return self
 
     def _check_fitted(self) -> float:

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from calib._validate import check_positive
-from calib.losses.functional import _check_inputs, _reduce, confidence_scores
+from calib.losses.functional import _check_inputs, _p_log_p, _reduce, confidence_scores
 from calib.metrics import confidence_range
 
 __all__ = ["au_weights", "selective_au_loss", "soft_binned_ece_loss", "avuc", "avuc_gs", "s_avuc", "mmce",
@@ -236,12 +236,6 @@ def _safe_root(x: torch.Tensor, p: int) -> torch.Tensor:
     return torch.where(positive, torch.where(positive, x, torch.ones_like(x)) ** (1.0 / p), torch.zeros_like(x))
 
 
-def _safe_divide(num: torch.Tensor, den: torch.Tensor) -> torch.Tensor:
-    """num / den where den > 0, else 0 (with zero gradient): an empty soft bin carries no weight."""
-    positive = den > 0
-    return torch.where(positive, num / torch.where(positive, den, torch.ones_like(den)), torch.zeros_like(num))
-
-
 def soft_binned_ece_loss(logits: torch.Tensor, targets: torch.Tensor, n_bins: int = 15, temperature: float = 0.01,
                     norm: str = "l1", estimator: str = "bin") -> torch.Tensor:
     r"""Soft-binned ECE of a batch as a differentiable training loss, SB-ECE\ :sub:`bin,p` (Eq. 11) or SB-ECE\ :sub:`lb,p` (Eq. 12).
@@ -280,7 +274,10 @@ def soft_binned_ece_loss(logits: torch.Tensor, targets: torch.Tensor, n_bins: in
     -----
     Memberships are a log-softmax over bins, so they never underflow to 0/0: the released code's
     ``exp(-(b - c)^2 / T) / sum`` is NaN in float32 once every exponent is below about -103, e.g. for T = 1e-5
-    and c on a bin edge. Bins whose mass :math:`S_j` underflows to exactly 0 carry no weight, and the 1/p-th
+    and c on a bin edge. The bin averages :math:`A_j, C_j` are means with weights :math:`u_{ij} / S_j`, computed
+    as a softmax of :math:`\log u_{ij}` over the samples, so no mass :math:`S_j` is ever divided by: a far bin's
+    :math:`S_j` underflows in float32 once every confidence of the batch is above about 0.98, and dividing by it
+    made the gradient NaN. Such a bin's share :math:`S_j / N` underflows to 0 and it carries no weight; the 1/p-th
     root has gradient 0 where its argument is exactly 0. The released code's training loss differs in
     details the book does not copy: centres on [1/K, 1], memberships smoothed by 1e-5, and the squared
     SB-ECE\ :sub:`lb,2` without its root.
@@ -296,21 +293,25 @@ def soft_binned_ece_loss(logits: torch.Tensor, targets: torch.Tensor, n_bins: in
     p = _SB_NORMS[norm]
     n = logits.shape[0]
     _, conf, correct = _top_label(logits, targets)
-    centres = (torch.arange(n_bins, device=logits.device, dtype=logits.dtype) + 0.5) / n_bins
-    u = F.softmax(-(conf[:, None] - centres) ** 2 / temperature, dim=1)      # (N, M), log-sum-exp inside
-    mass = u.sum(dim=0)                                                        # S_j
+    centres = (torch.arange(n_bins, device=logits.device, dtype=conf.dtype) + 0.5) / n_bins
+    log_u = F.log_softmax(-(conf[:, None] - centres) ** 2 / temperature, dim=1)   # (N, M) log memberships
+    # The per-bin averages A_j, C_j are weighted means over the samples with weights u_ij / S_j, i.e. a softmax of
+    # log u over the samples: no division by a mass S_j that can underflow (in float32 its gradient was nan).
+    weights = torch.softmax(log_u, dim=0)                                      # (N, M), columns sum to 1
     if estimator == "bin":
-        gap = _safe_divide(u.T @ (correct - conf), mass)                      # A_j - C_j
-        value = (mass * gap.abs() ** p).sum() / n
+        share = torch.exp(torch.logsumexp(log_u, dim=0) - math.log(n))         # S_j / N
+        gap = weights.T @ (correct - conf)                                     # A_j - C_j
+        value = (share * gap.abs() ** p).sum()
     else:
-        acc = _safe_divide(u.T @ correct, mass)                               # A_j
-        value = (u * (acc[None, :] - conf[:, None]).abs() ** p).sum() / n
+        acc = weights.T @ correct                                              # A_j
+        value = (log_u.exp() * (acc[None, :] - conf[:, None]).abs() ** p).sum() / n
     return _safe_root(value, p)
 
 
 def _entropy(log_p: torch.Tensor) -> torch.Tensor:
-    """Shannon entropy in nats from log-probabilities (finite and differentiable at a saturated softmax)."""
-    return -(log_p.exp() * log_p).sum(dim=1)
+    """Shannon entropy in nats from log-probabilities, finite and differentiable at a saturated softmax and where
+    a class is masked (log p = -inf: 0 log 0 = 0)."""
+    return -_p_log_p(log_p.exp(), log_p).sum(dim=1)
 
 
 def _avuc_ratio(n_au, n_ic, n_ac, n_iu):
@@ -342,6 +343,9 @@ def avuc(logits: torch.Tensor, targets: torch.Tensor, kappa: float, stop_gradien
         AvUC-GS.
     """
     _check_inputs(logits, targets, "mean")
+    if logits.shape[1] < 2:
+        raise ValueError(f"avuc needs at least 2 classes (with one, every entropy is 0); logits has K = "
+                         f"{logits.shape[1]}.")
     kappa = check_positive(kappa, "kappa")
     log_p, conf, correct = _top_label(logits, targets)
     h = _entropy(log_p)

@@ -15,6 +15,8 @@ are in :mod:`calib.losses.batch`; names such as ``"fl-3"`` are turned into losse
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -40,6 +42,29 @@ def _check_inputs(logits: torch.Tensor, targets: torch.Tensor, reduction: str) -
         raise ValueError(f"targets has dtype {targets.dtype}; pass integer class indices (targets.long()).")
     if reduction not in _REDUCTIONS:
         raise ValueError(f"reduction={reduction!r} is not supported; choose one of {', '.join(map(repr, _REDUCTIONS))}.")
+    if logits.shape[0] == 0:
+        raise ValueError("logits has no rows (an empty batch): a mean over no samples is undefined; skip empty "
+                         "batches (e.g. drop_last=True, or test len(batch) before the loss).")
+    if not logits.is_floating_point():
+        raise ValueError(f"logits has dtype {logits.dtype}; pass floating-point scores (logits.float()).")
+    k = logits.shape[1]
+    low, high = torch.aminmax(targets)
+    if int(low) < 0 or int(high) >= k:
+        bad = int(low) if int(low) < 0 else int(high)
+        raise ValueError(f"targets must lie in [0, {k}) (one index per class of logits); found {bad}. Check the label "
+                         f"encoding and the number of outputs of the model.")
+
+
+def _check_gamma_fits(gamma: float, dtype: torch.dtype, largest_weight_log: float | None = None) -> None:
+    """Refuse a gamma that the loss's dtype cannot hold, or whose largest weight ``exp(largest_weight_log)``
+    overflows it (the loss would be inf and its gradient nan)."""
+    info = torch.finfo(dtype)
+    if gamma > info.max:
+        raise ValueError(f"gamma={gamma:g} does not fit in {dtype} (largest {info.max:.3g}); pass a smaller gamma or "
+                         f"float64 logits.")
+    if largest_weight_log is not None and largest_weight_log > math.log(info.max):
+        raise ValueError(f"gamma={gamma:g}: the largest weight, e^{largest_weight_log:.4g}, overflows {dtype} "
+                         f"(largest {info.max:.3g}), so the loss would be inf; pass a smaller gamma or float64 logits.")
 
 
 def _reduce(values: torch.Tensor, reduction: str) -> torch.Tensor:
@@ -62,7 +87,7 @@ def _upcast(logits: torch.Tensor) -> torch.Tensor:
 def cross_entropy(logits: torch.Tensor, targets: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
     """Cross-entropy ``-log softmax(logits)[y]`` (focal loss with gamma = 0); mean over the batch by default."""
     _check_inputs(logits, targets, reduction)
-    return F.cross_entropy(logits, targets, reduction=reduction)
+    return F.cross_entropy(logits, targets.long(), reduction=reduction)
 
 
 def focal_loss(logits: torch.Tensor, targets: torch.Tensor, gamma, reduction: str = "mean") -> torch.Tensor:
@@ -103,7 +128,9 @@ def focal_loss(logits: torch.Tensor, targets: torch.Tensor, gamma, reduction: st
         if not bool(torch.isfinite(gamma).all()) or bool((gamma < 0).any()):
             raise ValueError("gamma must be finite and >= 0 (gamma = 0 is cross-entropy).")
     else:
-        gamma = torch.tensor(check_gamma(gamma, scalar=True), device=logits.device, dtype=logits.dtype)
+        gamma = check_gamma(gamma, scalar=True)
+        _check_gamma_fits(gamma, logits.dtype)
+        gamma = torch.tensor(gamma, device=logits.device, dtype=logits.dtype)
     log_p = F.log_softmax(logits, dim=1).gather(1, targets.long().unsqueeze(1)).squeeze(1)
     one_minus_p = -torch.expm1(log_p)
     positive = one_minus_p > 0
@@ -139,6 +166,7 @@ def inverse_focal_loss(logits: torch.Tensor, targets: torch.Tensor, gamma, reduc
     """
     _check_inputs(logits, targets, reduction)
     gamma = check_gamma(gamma, scalar=True)
+    _check_gamma_fits(gamma, logits.dtype, largest_weight_log=gamma * math.log(2.0))   # (1 + p)^gamma <= 2^gamma
     log_p = F.log_softmax(logits, dim=1).gather(1, targets.long().unsqueeze(1)).squeeze(1)
     weight = torch.exp(gamma * torch.log1p(torch.exp(log_p)))  # (1 + p)^gamma
     return _reduce(-weight * log_p, reduction)
@@ -180,6 +208,7 @@ def dual_focal_loss(logits: torch.Tensor, targets: torch.Tensor, gamma, reductio
     """
     _check_inputs(logits, targets, reduction)
     gamma = check_gamma(gamma, scalar=True)
+    _check_gamma_fits(gamma, logits.dtype)                      # the base 1 - p_y + p_j is at most 1
     log_probs = F.log_softmax(logits, dim=1)
     probs = log_probs.exp()
     log_p = log_probs.gather(1, targets.long().unsqueeze(1)).squeeze(1)
@@ -191,6 +220,13 @@ def dual_focal_loss(logits: torch.Tensor, targets: torch.Tensor, gamma, reductio
     safe = torch.where(positive, base, torch.ones_like(base))
     weight = torch.where(positive, safe ** gamma, torch.full_like(base, float(gamma == 0)))
     return _reduce(-weight * log_p, reduction)
+
+
+def _p_log_p(probs: torch.Tensor, log_probs: torch.Tensor) -> torch.Tensor:
+    """p log p with 0 log 0 = 0 and a finite gradient where p = 0 (a masked class, log p = -inf)."""
+    positive = probs > 0
+    return torch.where(positive, probs * torch.where(positive, log_probs, torch.zeros_like(log_probs)),
+                       torch.zeros_like(probs))
 
 
 def confidence_scores(logits: torch.Tensor, csf: str = "msp") -> torch.Tensor:
@@ -208,10 +244,12 @@ def confidence_scores(logits: torch.Tensor, csf: str = "msp") -> torch.Tensor:
     if csf == "msp":
         return probs.max(dim=1).values
     if csf == "margin":
+        if probs.shape[1] < 2:
+            raise ValueError(f"csf='margin' needs at least 2 classes (p_(1) - p_(2)); logits has K = {probs.shape[1]}.")
         top = probs.topk(2, dim=1).values
         return top[:, 0] - top[:, 1]
     if csf == "negative_entropy":
-        return (probs * log_probs).sum(dim=1)
+        return _p_log_p(probs, log_probs).sum(dim=1)
     return (probs * probs).sum(dim=1) - 1.0
 
 
@@ -334,6 +372,13 @@ def label_smoothing_loss(logits: torch.Tensor, targets: torch.Tensor, alpha: flo
         raise ValueError(f"alpha must be a number in [0, 1); got {alpha!r}.")
     log_p = F.log_softmax(_upcast(logits), dim=1)
     k = log_p.shape[1]
+    if alpha > 0 and k < 2:
+        raise ValueError(f"label smoothing with alpha={alpha:g} needs at least 2 classes (it gives alpha / (K - 1) to "
+                         f"each other class); logits has K = {k}.")
+    if alpha > 0 and bool(torch.isneginf(logits).any()):
+        raise ValueError("logits has -inf entries (masked classes): label smoothing gives every other class alpha / "
+                         "(K - 1) of the target, so its loss there is infinite; drop the masked columns first, or "
+                         "use alpha = 0.")
     onehot = F.one_hot(targets.long(), k).to(log_p.dtype)
     smooth = (1 - alpha) * onehot + alpha * (1 - onehot) / (k - 1)
     return _reduce(-(smooth * log_p).sum(dim=1), reduction)

@@ -230,7 +230,7 @@ def _build_s_avuc(name: str, arg: None, kappa: float = 0.5, temperature: float =
 
 def _build_avuc(name: str, arg: None, kappa: float | None = None, stop_gradient: bool = False) -> Loss:
     def loss(logits, targets):
-        k = 0.5 * math.log(logits.shape[1]) if kappa is None else kappa
+        k = 0.5 * math.log(max(logits.shape[1], 2)) if kappa is None else kappa   # K = 1: avuc says why it fails
         return avuc(logits, targets, kappa=k, stop_gradient=stop_gradient)
     label = "half the maximum entropy, log(K) / 2" if kappa is None else f"{kappa:g} nats"
     loss.__doc__ = f"AvUC{'-GS' if stop_gradient else ''} (kappa = {label})."

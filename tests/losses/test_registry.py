@@ -124,3 +124,85 @@ def test_gamma_families_share_one_parser():
         with pytest.raises(ValueError, match=usage):
             get_loss(name)
     assert get_loss("inverse-fl-2").gamma == 2.0 and get_loss("DUAL-FL-0.5").gamma == 0.5
+
+
+# ------------------------------------------------------------------------------------- hostile inputs
+
+#: Names beyond each row's example whose edge cases differ (other CSFs, the exact AURC, extreme gammas).
+EXTRA_NAMES = ("aurc-csf=negative_entropy", "aurc-csf=margin", "aurc-csf=neg_gini", "aurc-kappa=1,cdf=exact",
+               "inverse-fl-200", "fl-1e300", "dual-fl-50", "fl-0.5")
+
+
+def _hostile_batches(dtype):
+    gen = torch.Generator().manual_seed(0)
+    z = torch.randn(16, 5, generator=gen, dtype=torch.float64)
+    y = torch.randint(0, 5, (16,), generator=gen)
+    masked = z.clone()
+    masked[torch.arange(16), (y + 1) % 5] = -float("inf")                 # a masked class that is never the target
+    yield "plain", z.to(dtype), y
+    yield "saturated", (z * 1000).to(dtype), y
+    yield "saturated and right", (z * 1000).to(dtype), z.argmax(1)
+    yield "-inf logits", masked.to(dtype), y
+    yield "K = 1", torch.zeros(4, 1, dtype=dtype), torch.zeros(4, dtype=torch.long)
+    yield "int32 targets", z.to(dtype), y.int()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_every_loss_is_finite_with_a_finite_gradient_or_says_why(dtype):
+    """Every loss of the registry, at saturation, with -inf logits of non-target classes, at K = 1 and with int32
+    targets: a finite value and a finite gradient, or a ValueError that names what is wrong."""
+    from calib.losses import REGISTRY, get_secondary_loss
+
+    names = [(s.example, s.kind) for s in REGISTRY] + [(n, "primary") for n in EXTRA_NAMES]
+    refused = {}
+    for name, kind in names:
+        for case, z, y in _hostile_batches(dtype):
+            z = z.clone().requires_grad_(True)
+            loss = get_loss(name) if kind == "primary" else get_secondary_loss(name)
+            try:
+                value = loss(z, y)
+            except ValueError as exc:
+                refused[name, case] = str(exc)
+                continue
+            value.backward()
+            assert torch.isfinite(value), (name, case, value)
+            assert torch.isfinite(z.grad).all(), (name, case)
+    # what is refused, and only that: the undefined cases and the gammas the dtype cannot hold
+    for (name, case), message in refused.items():
+        if dtype != torch.float64 and name in ("inverse-fl-200", "fl-1e300"):
+            assert "gamma" in message and str(dtype) in message, (name, case, message)
+        elif case == "K = 1":
+            assert "2 classes" in message or "n_classes must be" in message, (name, message)
+        elif name == "ls-0.05":
+            assert case == "-inf logits" and "infinite" in message
+        else:
+            raise AssertionError(f"{name} refused {case}: {message}")
+    assert ("ls-0.05", "-inf logits") in refused and ("s-avuc", "K = 1") in refused
+
+
+def test_sb_ece_gradient_is_finite_when_every_confidence_is_high():
+    """In float32 a far bin's mass underflows once every confidence exceeds about 0.98; the gradient used to be
+    nan there (the issue's example: value 0.0133, gradient nan)."""
+    from calib.losses import soft_binned_ece_loss
+
+    z = torch.tensor([[5.0, 0, 0], [0, 5.0, 0]], requires_grad=True)
+    value = soft_binned_ece_loss(z, torch.tensor([0, 1]), estimator="label", norm="l2")
+    value.backward()
+    assert value.item() == pytest.approx(0.0133, abs=1e-4) and torch.isfinite(z.grad).all()
+    z64 = z.detach().double().requires_grad_(True)
+    soft_binned_ece_loss(z64, torch.tensor([0, 1]), estimator="label", norm="l2").backward()
+    np.testing.assert_allclose(z.grad.numpy(), z64.grad.numpy(), rtol=1e-3, atol=1e-6)
+
+
+def test_batches_that_cannot_be_scored_are_refused_by_name():
+    z, y = batch(n=8, k=4)
+    for name in ("ce", "fl-3", "brier", "mmce-2", "aurc"):
+        with pytest.raises(ValueError, match="empty batch"):
+            get_loss(name)(z[:0], y[:0])
+        with pytest.raises(ValueError, match=r"targets must lie in \[0, 4\) .*found 4"):
+            get_loss(name)(z, torch.where(y == 0, 4, y))
+        with pytest.raises(ValueError, match=r"found -1"):
+            get_loss(name)(z, y - 1)
+        assert get_loss(name)(z, y.int()).item() == pytest.approx(get_loss(name)(z, y).item(), rel=1e-12)
+    with pytest.raises(ValueError, match="floating-point"):
+        get_loss("ce")(z.long(), y)
