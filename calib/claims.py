@@ -30,7 +30,8 @@ A claim whose ``passed`` is False raises :class:`ClaimError`, so a chapter run f
 stops being true; with ``$CALIB_STRICT=0`` (``calib book run --no-strict``, for reruns at other parameters) it
 is recorded as *not confirmed* and the run goes on. Each record is appended as one JSON line to the ledger
 file: ``$CALIB_LEDGER`` when the book runner sets it, else ``_build/claims.jsonl`` under the repository root
-found from the working directory, else nowhere (the record is still returned and kept in :data:`RECORDS`).
+found from the working directory (:func:`find_repo_root`; :func:`repo_root`, the one implementation the book
+runner uses too, adds a fallback and raises when there is no book), else nowhere (the record is still returned and kept in :data:`RECORDS`).
 """
 
 from __future__ import annotations
