@@ -19,7 +19,11 @@ checks it against this list; DESIGN.md has the plan this follows):
 - layer 3: ``calib.train`` (training runs with diagnostics, checkpoints and resume), ``calib.experiments`` (grids
   of runs, the store of finished runs, post-hoc maps and metrics across runs), ``calib.selective``
   (Zhou et al. 2025's selective-classification bounds and counterexamples, built on simulate and losses)
-- layer 4: ``calib.plots``, ``calib.claims`` (the claims ledger and its graded verdicts), ``calib.book``, ``calib.cli``
+- layer 4: ``calib.plots``, ``calib.claims`` (the claims ledger and its graded verdicts, and the repository
+  root), ``calib.book`` (the runner: papermill executes the chapters, jupyter-book renders them),
+  ``calib.pages`` (the back-matter pages built from the ledger: claims, errata, reproduction, released code,
+  execution statistics), ``calib.notebook`` (the helpers chapters share for presentation: glued numbers,
+  Markdown tables, number and interval text, CPU timing), ``calib.cli``
 
 Submodules are imported on demand (``import calib.metrics``), so that ``import calib`` stays cheap.
 """

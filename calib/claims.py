@@ -30,7 +30,8 @@ A claim whose ``passed`` is False raises :class:`ClaimError`, so a chapter run f
 stops being true; with ``$CALIB_STRICT=0`` (``calib book run --no-strict``, for reruns at other parameters) it
 is recorded as *not confirmed* and the run goes on. Each record is appended as one JSON line to the ledger
 file: ``$CALIB_LEDGER`` when the book runner sets it, else ``_build/claims.jsonl`` under the repository root
-found from the working directory, else nowhere (the record is still returned and kept in :data:`RECORDS`).
+found from the working directory (:func:`find_repo_root`; :func:`repo_root`, the one implementation the book
+runner uses too, adds a fallback and raises when there is no book), else nowhere (the record is still returned and kept in :data:`RECORDS`).
 """
 
 from __future__ import annotations
@@ -100,11 +101,27 @@ def claim_anchor(claim_id: str) -> str:
     return "claim-" + re.sub(r"[^a-z0-9]+", "-", claim_id.lower()).strip("-")
 
 
-def _repo_root(start: Path) -> Path | None:
-    for folder in (start, *start.parents):
+def find_repo_root(start: str | os.PathLike | None = None) -> Path | None:
+    """The nearest folder at or above ``start`` (default: the working directory) that holds the book:
+    ``_toc.yml`` beside the ``calib/`` package. None when there is none."""
+    here = Path(start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
         if (folder / "_toc.yml").is_file() and (folder / "calib").is_dir():
             return folder
     return None
+
+
+def repo_root(start: str | os.PathLike | None = None) -> Path:
+    """The repository root: :func:`find_repo_root` of ``start``, else the folder above this package when that
+    holds ``_toc.yml`` (an editable install run from elsewhere). Raises FileNotFoundError when neither does."""
+    found = find_repo_root(start)
+    if found is not None:
+        return found
+    package_parent = Path(__file__).resolve().parent.parent
+    if (package_parent / "_toc.yml").is_file():
+        return package_parent
+    raise FileNotFoundError(f"no book found at or above {Path(start or Path.cwd()).resolve()}: run from the "
+                            "repository (the folder with _toc.yml).")
 
 
 def ledger_path() -> Path | None:
@@ -112,7 +129,7 @@ def ledger_path() -> Path | None:
     env = os.environ.get("CALIB_LEDGER")
     if env:
         return Path(env)
-    root = _repo_root(Path.cwd().resolve())
+    root = find_repo_root()
     return root / "_build" / "claims.jsonl" if root else None
 
 

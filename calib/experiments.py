@@ -9,7 +9,8 @@ for GNU parallel, a Slurm array or any other scheduler.
 
 The *store* is the folder of stored runs (``book/results/10-benchmark`` for chapter 10): each run keeps
 ``meta.json``, ``history.json`` and ``logits.npz`` (float32 validation and test logits with their labels) and
-no checkpoint. :func:`load_store` reads it back; :func:`evaluate_store` fits every post-hoc map of
+no checkpoint. :func:`run_path` says where a run of the store lives; :func:`load_store` reads every finished run
+back, and :func:`matching_run` reads one stored run when it is the run a chapter asks for; :func:`evaluate_store` fits every post-hoc map of
 :data:`POSTHOC_MAPS` on a run's validation logits and scores the test logits with every metric of
 :data:`METRICS`, giving one row per (run, map, metric): the long format that :func:`summarise` and
 :func:`paired_difference` turn into the chapter's tables and intervals. The papers' own tables
@@ -31,7 +32,8 @@ import numpy as np
 from calib.published import published_rows, read_published
 from calib.train import DISCARDABLE, TrainConfig, config_from_meta, load_run, train
 
-__all__ = ["GridRun", "Grid", "load_grid", "sweep", "train_commands", "StoredRun", "load_store", "POSTHOC_MAPS",
+__all__ = ["GridRun", "Grid", "load_grid", "sweep", "train_commands", "StoredRun", "run_path", "load_store",
+           "matching_run", "POSTHOC_MAPS",
            "METRICS", "FittedMap", "fit_posthoc", "score_probabilities", "evaluate_run", "evaluate_store", "summarise",
            "paired_difference", "loss_gamma", "validation_choice", "final_validation", "metric_values", "mean_std_text",
            "pooled_test_probabilities", "read_published", "published_rows"]
@@ -168,7 +170,7 @@ def load_grid(path) -> Grid:
                 cfg = {**shared, "model": model, "loss": loss, **model_over, **loss_over, "seed": int(seed)}
                 config = TrainConfig(**cfg)
                 config.resolved()
-                grid.runs.append(GridRun(model, loss, int(seed), config, store / model / loss / f"seed{int(seed)}"))
+                grid.runs.append(GridRun(model, loss, int(seed), config, run_path(store, model, loss, int(seed))))
     return grid
 
 
@@ -276,6 +278,53 @@ class StoredRun:
     @property
     def config(self) -> TrainConfig:
         return config_from_meta(self.path / "meta.json")
+
+
+def run_path(store, model: str, loss: str, seed: int) -> Path:
+    """Where the store keeps one run: ``<store>/<model>/<loss>/seed<seed>`` (DESIGN.md, "Data and stored results").
+
+    Parameters
+    ----------
+    store : path
+        The store's folder (e.g. ``book/results/05-miscalibration-dynamics``).
+    model, loss : str
+        The model and loss labels (folder names).
+    seed : int
+        The run's seed.
+    """
+    return Path(store) / model / loss / f"seed{int(seed)}"
+
+
+def matching_run(path, config: dict):
+    """The finished run stored at ``path`` when its config has every value of ``config``, else None.
+
+    A chapter that reads committed runs (and trains the missing ones) asks for the run of a given recipe: the
+    run counts only when it finished and was trained with exactly that recipe, so that a stored run of
+    another recipe, or an interrupted one, is never read as a result. Values are compared as ``meta.json``
+    stores them (a tuple such as ``milestones=(150, 250)`` as a list); keys absent from ``config`` are not
+    compared.
+
+    Parameters
+    ----------
+    path : path
+        A run directory (:func:`run_path`).
+    config : dict
+        :class:`calib.train.TrainConfig` fields and their required values, e.g. ``{"model": "resnet50",
+        "loss": "fl-3", "seed": 0, "epochs": 350}``.
+
+    Returns
+    -------
+    calib.train.Run or None
+        The run (:func:`calib.train.load_run`), or None when ``path`` holds no run, an unfinished one, or a
+        run of another config.
+    """
+    try:
+        run = load_run(path)
+    except FileNotFoundError:
+        return None
+    stored = run.config
+    same = all(stored.get(k) == (list(v) if isinstance(v, tuple) else v) for k, v in config.items())
+    return run if run.finished and same else None
 
 
 def load_store(root, model: str | None = None) -> list:

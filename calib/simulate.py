@@ -7,6 +7,9 @@ Chapter 01 uses these to measure how the binned ECE behaves as an estimator:
   :math:`\\mathbb P(y = k \\mid \\mathrm{softmax}(z)) = \\mathrm{softmax}(z)_k`. Multiplying the logits by
   ``s > 1`` afterwards gives an over-confident model whose miscalibration is exactly undone by temperature
   scaling with ``T = s``.
+- :func:`dirichlet_logits` draws logits whose softmax is Dirichlet distributed, sampled in log space so that
+  a small concentration never gives an exact zero probability (chapter 06 samples minimisers of the focal
+  risk with it).
 - :func:`calibrated_ece_bias` gives the expected binned ECE of a calibrated model, exactly for the squared
   l2 norm and by the normal approximation for l1; :func:`expected_ece_exact` enumerates every outcome of a
   small sample; :func:`ece_sampling_table` repeats the estimator over sample sizes and bin counts.
@@ -42,6 +45,7 @@ __all__ = [
     "PopulationErrors",
     "calibrated_ece_bias",
     "calibrated_logits",
+    "dirichlet_logits",
     "ece_sampling_table",
     "expected_ece_exact",
     "ideal_top_label_ece",
@@ -119,6 +123,42 @@ def calibrated_logits(n: int, n_classes: int, rng: np.random.Generator, scale: f
     rng = _check_rng(rng)
     z = scale * rng.standard_normal((n, k))
     return z, sample_labels(softmax(z), rng)
+
+
+def dirichlet_logits(alpha: float, n_classes: int, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Logits whose softmax rows are Dirichlet(alpha, ..., alpha) distributed, drawn in log space.
+
+    A Dirichlet vector is a vector of independent Gamma(alpha, 1) variates divided by their sum, so the logs
+    of the variates are logits of it. For small alpha a Gamma(alpha) variate underflows to 0 (and
+    ``rng.dirichlet`` returns exact zeros), so the log is drawn directly with the boosting identity
+    ``G_alpha = G_{alpha+1} U^{1/alpha}``, U uniform on (0, 1] (Marsaglia & Tsang 2000, *A simple method for
+    generating gamma variables*, ACM TOMS 26(3)):
+
+    ``log G_alpha = log G_{alpha+1} + log(U) / alpha``,
+
+    finite for every alpha > 0. Each call draws the (n, n_classes) Gamma(alpha + 1) variates first, then the
+    uniforms, from ``rng``.
+
+    Parameters
+    ----------
+    alpha : float
+        Concentration, > 0 (the same for every class); alpha < 1 puts mass near the simplex's vertices.
+    n_classes : int
+        Number of classes K >= 2.
+    n : int
+        Number of rows N.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    ndarray, shape (n, n_classes)
+        Logits z, finite; ``softmax(z)`` is a Dirichlet(alpha) sample, one per row.
+    """
+    alpha = check_positive(alpha, "alpha")
+    k = check_int(n_classes, "n_classes", minimum=2)
+    n = check_int(n, "n")
+    rng = _check_rng(rng)
+    return np.log(rng.gamma(alpha + 1, size=(n, k))) + np.log1p(-rng.uniform(size=(n, k))) / alpha
 
 
 def _bins_of(probs, n_bins: int, binning: str):

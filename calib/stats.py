@@ -12,7 +12,9 @@ the ECE", "the ECE rises after the learning-rate drop") is judged from several s
   the threshold, is *not reproduced* when the whole interval lies below it, and is *inconclusive* otherwise.
   The threshold is the smallest effect that means something: zero for a sign, or, for an ECE change, the
   finite-sample bias of binned ECE at that N (chapter 01).
-- :func:`combine`: the verdict of a claim made of several parts (an ordering CE > FL-1 > FL-2 > FL-3).
+- :func:`combine`: the verdict of a claim made of several parts (an ordering CE > FL-1 > FL-2 > FL-3);
+- :func:`cohens_d`: the standardised difference of two means from their summary statistics, the effect size a
+  paper reports when it states "a large effect" (Karandikar et al. 2021, Fig. 1).
 
 The verdict words are those of :mod:`calib.claims`.
 """
@@ -171,3 +173,32 @@ def combine(decisions: Sequence[Decision]) -> str:
     if any(v == "not-reproduced" for v in verdicts):
         return "not-reproduced"
     return "inconclusive"
+
+
+def cohens_d(mean_a, sd_a, mean_b, sd_b):
+    """Cohen's d of two groups of equal size from their summary statistics: ``(mean_a - mean_b) / s_pooled``.
+
+    ``s_pooled = sqrt((sd_a**2 + sd_b**2) / 2)``, the pooled standard deviation of two groups of the same size
+    (Cohen 1988, *Statistical Power Analysis for the Behavioral Sciences*, Sec. 2.2.1). It is what a paper's
+    table of means and standard deviations (or standard errors times sqrt(n)) allows: Karandikar et al. (2021)
+    rank their secondary losses by it in Fig. 1. By Cohen's convention d = 0.2 is small, 0.5 medium, 0.8 large.
+
+    Parameters
+    ----------
+    mean_a, sd_a, mean_b, sd_b : array_like
+        Means and standard deviations (ddof = 1) of the two groups; broadcast against each other, so one call
+        gives the d of many settings.
+
+    Returns
+    -------
+    float or numpy.ndarray
+        d, positive when group a has the larger mean; a float for scalar inputs.
+    """
+    mean_a, sd_a, mean_b, sd_b = (np.asarray(x, dtype=np.float64) for x in (mean_a, sd_a, mean_b, sd_b))
+    if np.any(sd_a < 0) or np.any(sd_b < 0):
+        raise ValueError("sd_a and sd_b are standard deviations and must be >= 0.")
+    pooled = np.sqrt((sd_a ** 2 + sd_b ** 2) / 2)
+    if np.any(pooled == 0):
+        raise ValueError("both standard deviations are 0 for some setting: Cohen's d is undefined there.")
+    d = (mean_a - mean_b) / pooled
+    return float(d) if d.ndim == 0 else d

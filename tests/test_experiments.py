@@ -13,7 +13,7 @@ from scipy.special import softmax
 from calib import cli, metrics
 from calib.data import DEBIAN_FASHION_MNIST
 from calib.experiments import (POSTHOC_MAPS, evaluate_store, fit_posthoc, load_grid, load_store, loss_gamma,
-                               paired_difference, summarise, sweep, train_commands)
+                               matching_run, paired_difference, run_path, summarise, sweep, train_commands)
 from calib.stats import paired_seed_interval
 from calib.train import Trainer, TrainConfig, config_from_meta, load_run, train
 
@@ -319,3 +319,19 @@ def test_fitted_maps_log_probabilities_and_underflow(name, loss):
         score_probabilities(fitted.proba(wide), y)
     scores = score_probabilities(fitted.proba(wide), y, log_probs=fitted.log_proba(wide))
     assert np.isfinite(scores["nll"]) and scores["nll"] > 1000 / 300
+
+
+def test_run_path_and_matching_run(tmp_path):
+    path = run_path(tmp_path, "resnet50", "fl-3", 2)
+    assert path == tmp_path / "resnet50" / "fl-3" / "seed2"
+    recipe = {"model": "resnet50", "loss": "fl-3", "seed": 2, "epochs": 350, "milestones": (150, 250)}
+    assert matching_run(path, recipe) is None                                   # nothing stored there
+    path.mkdir(parents=True)
+    meta = {"finished": False, "config": {**recipe, "milestones": [150, 250], "lr": 0.1}}
+    (path / "meta.json").write_text(json.dumps(meta))
+    assert matching_run(path, recipe) is None                                   # interrupted
+    (path / "meta.json").write_text(json.dumps({**meta, "finished": True}))
+    run = matching_run(path, recipe)
+    assert run is not None and run.out == path and run.config["lr"] == 0.1     # tuples compared as lists
+    assert matching_run(path, {**recipe, "epochs": 20}) is None                 # another recipe
+    assert matching_run(path, {**recipe, "data": "cifar10"}) is None            # a key the run does not record

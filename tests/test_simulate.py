@@ -2,6 +2,7 @@ from itertools import product
 
 import numpy as np
 import pytest
+from scipy import stats as scipy_stats
 
 from calib import metrics, simulate
 
@@ -139,3 +140,33 @@ def test_input_errors():
         simulate.population_errors([1.0], [[1, 0]], [[1, 0]], rho=0.5)
     with pytest.raises(ValueError):
         simulate.sample_labels(np.array([0.5, 0.5]), rng)
+
+
+def test_dirichlet_logits_give_dirichlet_rows():
+    alpha, k, n = 0.3, 5, 40_000
+    z = simulate.dirichlet_logits(alpha, k, n, np.random.default_rng(3))
+    assert z.shape == (n, k) and np.isfinite(z).all()
+    q = simulate.softmax(z)
+    # moments of the symmetric Dirichlet: E q_j = 1/K, Var q_j = (K - 1) / (K^2 (K alpha + 1))
+    np.testing.assert_allclose(q.mean(axis=0), 1 / k, atol=0.005)
+    np.testing.assert_allclose(q.var(axis=0), (k - 1) / (k ** 2 * (k * alpha + 1)), rtol=0.03)
+    # each coordinate is Beta(alpha, (K - 1) alpha)
+    assert scipy_stats.kstest(q[:, 0], scipy_stats.beta(alpha, (k - 1) * alpha).cdf).pvalue > 0.01
+
+
+def test_dirichlet_logits_are_the_log_space_gamma_draws():
+    alpha, k, n = 0.05, 3, 1000
+    rng = np.random.default_rng(4)
+    expected = np.log(rng.gamma(alpha + 1, size=(n, k))) + np.log1p(-rng.uniform(size=(n, k))) / alpha
+    z = simulate.dirichlet_logits(alpha, k, n, np.random.default_rng(4))
+    np.testing.assert_array_equal(z, expected)
+    # where a direct draw underflows to an exact 0, the logits stay finite
+    assert (np.random.default_rng(4).dirichlet(np.full(k, alpha), size=n) == 0).any()
+    assert np.isfinite(z).all()
+
+
+@pytest.mark.parametrize("args, match", [((0.0, 3, 10), "alpha"), ((1.0, 1, 10), "n_classes"),
+                                         ((1.0, 3, 0), "n")])
+def test_dirichlet_logits_reject_bad_arguments(args, match):
+    with pytest.raises(ValueError, match=match):
+        simulate.dirichlet_logits(*args, np.random.default_rng(0))

@@ -3,7 +3,7 @@ import pytest
 from scipy import stats as scipy_stats
 
 from calib import metrics
-from calib.stats import Interval, combine, decide, paired_bootstrap, paired_seed_interval, seed_interval
+from calib.stats import Interval, cohens_d, combine, decide, paired_bootstrap, paired_seed_interval, seed_interval
 
 
 @pytest.mark.parametrize("values", [[0.1, 0.3, 0.2], [1.0, 2.0, 4.0, 8.0, 3.0], list(np.linspace(-1, 1, 10))])
@@ -91,3 +91,19 @@ def test_bad_input_is_named(call, match):
 def test_brief_format_scales_and_rounds():
     assert _iv(0.01234, 0.05678).brief(2, scale=100) == "3.46 [1.23, 5.68]"
     assert str(_iv(1, 2)).startswith("1.5 [1, 2] (95% test, n = 5)")
+
+
+def test_cohens_d_from_summary_statistics():
+    # pooled sd sqrt((3^2 + 4^2) / 2) = sqrt(12.5)
+    assert cohens_d(10.0, 3.0, 5.0, 4.0) == pytest.approx(5 / np.sqrt(12.5), rel=1e-15)
+    assert isinstance(cohens_d(1.0, 1.0, 0.0, 1.0), float) and cohens_d(1.0, 1.0, 0.0, 1.0) == 1.0
+    np.testing.assert_allclose(cohens_d([2.0, 0.0], [1.0, 2.0], [1.0, 1.0], [1.0, 2.0]), [1.0, -0.5])
+    # equal groups' samples: the d of their means and sds (ddof = 1) is the textbook d
+    rng = np.random.default_rng(5)
+    a, b = rng.normal(1.0, 2.0, 50), rng.normal(0.0, 2.0, 50)
+    pooled = np.sqrt(((a.size - 1) * a.var(ddof=1) + (b.size - 1) * b.var(ddof=1)) / (a.size + b.size - 2))
+    assert cohens_d(a.mean(), a.std(ddof=1), b.mean(), b.std(ddof=1)) == pytest.approx((a.mean() - b.mean()) / pooled)
+    with pytest.raises(ValueError, match=">= 0"):
+        cohens_d(1.0, -1.0, 0.0, 1.0)
+    with pytest.raises(ValueError, match="undefined"):
+        cohens_d(1.0, 0.0, 0.0, 0.0)

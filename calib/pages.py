@@ -1,0 +1,291 @@
+"""The back-matter pages built from the claims ledger and the chapter timings, as MyST Markdown source.
+
+Each function returns the MyST source of one page; :func:`calib.book.build_book` writes them into the staged
+book (``_build/src/book/``) before jupyter-book renders it:
+
+- ``claims.md``, :func:`ledger_page`: every claim, with the verdict vocabulary (:func:`vocabulary_table`), a
+  paper x verdict summary whose counts set the page's filter (:func:`summary_table`), and one entry per claim;
+- ``errata.md``, :func:`errata_page`: the papers' statements judged false, then imprecise, then typos;
+- ``reproduction.md``, :func:`reproduction_page`: the empirical claims not reproduced, inconclusive or untested
+  here, with the scale of our runs;
+- ``released-code.md``, :func:`released_code_page`: notes on the authors' released code (never errata);
+- ``status.md``, :func:`status_page`: the wall time of each chapter's last execution.
+
+Layer 4, beside :mod:`calib.book` (the runner, which imports this module) and :mod:`calib.notebook` (the
+helpers chapters share for presentation); it reads :mod:`calib.claims` only. The verdicts and their meanings
+are those of DESIGN.md, "The claims ledger".
+"""
+
+from __future__ import annotations
+
+from calib import claims as claims_module
+
+__all__ = ["PAPERS", "VERDICT_MEANINGS", "ABOUT_MEANINGS", "vocabulary_table", "summary_table", "ledger_page",
+           "errata_page", "reproduction_page", "released_code_page", "status_page"]
+
+#: The papers the ledger files claims under, in the order the pages list them, with their citation text.
+PAPERS = {
+    "mukhoti2020": "Mukhoti et al. (2020), *Calibrating Deep Neural Networks using Focal Loss*",
+    "komisarenko2024": "Komisarenko & Kull (2024), *Improving Calibration by Relating Focal Loss, Temperature "
+                       "Scaling, and Properness*",
+    "charoenphakdee2021": "Charoenphakdee et al. (2021), *On Focal Loss for Class-Posterior Probability Estimation*",
+    "karandikar2021": "Karandikar et al. (2021), *Soft Calibration Objectives for Neural Networks*",
+    "zhou2025": "Zhou et al. (2025), *Revisiting Reweighted Risk for Calibration: AURC, Focal and Inverse Focal Loss*",
+    "guo2017": "Guo et al. (2017), *On Calibration of Modern Neural Networks*",
+    "kumar2018": "Kumar et al. (2018), *Trainable Calibration Measures for Neural Networks from Kernel Mean Embeddings*",
+    "kumar2019": "Kumar et al. (2019), *Verified Uncertainty Calibration*",
+    "lin2017": "Lin et al. (2017), *Focal Loss for Dense Object Detection*",
+}
+
+
+_ESCAPE = str.maketrans({c: "\\" + c for c in "\\`*_{}[]<>|$#"})
+
+
+def _md(text: str) -> str:
+    """Escape text for a MyST table cell."""
+    return " ".join(str(text).split()).translate(_ESCAPE)
+
+
+def _md_with_math(text: str) -> str:
+    """Escape text for MyST but keep its ``$...$`` math (a paper's quote), when the dollars pair up."""
+    parts = " ".join(str(text).split()).split("$")
+    if len(parts) % 2 == 0:                         # an unpaired dollar: show it all as text
+        return _md(text)
+    return "".join(p.translate(_ESCAPE) if i % 2 == 0 else f"${p}$" for i, p in enumerate(parts)
+                   if i % 2 == 0 or p.strip())
+
+
+def _chapter_link(chapter: str) -> str:
+    if chapter == "interactive":
+        return "(interactive)"
+    return f"{{doc}}`/chapters/{chapter}`"
+
+
+VERDICT_MEANINGS = {
+    "holds": "true as printed (a remark may add precision, such as the exact value behind a rounded number)",
+    "imprecise": "true in substance, but a printed number is rounded beyond what its context implies, or a "
+                 "needed condition is only implicit",
+    "typo": "an evident slip (an index, a sign in an intermediate step, a caption, a label) whose intended "
+            "statement holds",
+    "false": "false as printed and in substance: a counterexample, or a number wrong beyond rounding",
+    "not-reproduced": "an empirical statement our runs do not show at the scale we ran; it says nothing about "
+                      "the paper's own runs",
+    "inconclusive": "our runs cannot separate the effect from noise at that scale (decided from seeds and an "
+                    "interval)",
+    "untested": "needs compute or data not available here; the entry gives the command that would test it",
+}
+ABOUT_MEANINGS = {"paper": "the paper's text", "code": "the authors' released code (never an erratum of the paper)",
+                  "book": "the book's own finding, extending a paper"}
+
+
+def _paper_order(records) -> list[str]:
+    return sorted({c.paper for c in records},
+                  key=lambda p: (p not in PAPERS, list(PAPERS).index(p) if p in PAPERS else 0, p))
+
+
+def _cell_link(c: claims_module.Claim, text: str = "the computation") -> str:
+    """Raw-HTML link from a back-matter page (``book/*.html``) to the claim's line in its chapter."""
+    if c.chapter == "interactive":
+        return "(recorded interactively)"
+    return f'<a href="../chapters/{c.chapter}.html#{c.anchor}">{text}</a>'
+
+
+def _scale_text(scale: dict) -> str:
+    names = {"data": "data", "model": "model", "epochs": "epochs", "seeds": "seeds", "n": "N"}
+    parts = [f"{names[k]}: {scale[k]}" for k in names if k in scale]
+    parts += [f"{k}: {v}" for k, v in scale.items() if k not in names and k != "command"]
+    return "; ".join(parts)
+
+
+def _entry(c: claims_module.Claim, heading: str) -> list[str]:
+    """One claim as a MyST block (a container whose classes the ledger's filter reads)."""
+    status = {True: "", False: ", **not confirmed**", None: ""}[c.passed]
+    about = "" if c.about == "paper" else f" (about the {'released code' if c.about == 'code' else 'book'})"
+    lines = [f"```{{container}} claim-entry paper-{c.paper} verdict-{c.verdict} about-{c.about}",
+             f"{heading} · *{c.verdict}*{about}{status} · {_chapter_link(c.chapter)} · {_cell_link(c)}", "",
+             f"{_md(c.statement)}", ""]
+    if c.quote:
+        lines += [f"> {_md_with_math(c.quote)}", ""]
+    for label, text in (("What holds", c.correction), ("Remark", c.remark)):
+        if text:
+            lines += [f"*{label}:* {_md(text)}", ""]
+    if c.scale:
+        lines += [f"*Scale of the runs:* {_md(_scale_text(c.scale))}", ""]
+        if c.scale.get("command"):
+            lines += [f"*Command that would test it:* `{c.scale['command']}`" if "`" not in str(c.scale["command"])
+                      else f"*Command that would test it:* {_md(c.scale['command'])}", ""]
+    if c.evidence:
+        lines += [f"*Evidence:* {_md(c.evidence)}", ""]
+    return lines + ["```", ""]
+
+
+def vocabulary_table() -> list[str]:
+    """The verdict vocabulary as a Markdown table (the ledger page's head; the intro states it too)."""
+    out = ["| verdict | meaning |", "|---|---|"]
+    out += [f"| *{v}* | {m} |" for v, m in VERDICT_MEANINGS.items()]
+    return out
+
+
+def summary_table(records: list[claims_module.Claim], link: bool = True) -> list[str]:
+    """Paper x verdict counts as a Markdown table; with ``link`` each count sets the ledger's filter."""
+    verdicts = [v for v in claims_module.VERDICTS if any(c.verdict == v for c in records)]
+    out = ["| paper | " + " | ".join(verdicts) + " | total |", "|---|" + "---:|" * (len(verdicts) + 1)]
+
+    def cell(n, paper, verdict):
+        if not n or not link:
+            return str(n)
+        query = "&".join(f"{k}={v}" for k, v in (("paper", paper), ("verdict", verdict)) if v)
+        return f'<a href="?{query}#claims-list">{n}</a>'
+
+    for paper in _paper_order(records):
+        mine = [c for c in records if c.paper == paper]
+        out.append(f"| {paper} | " + " | ".join(cell(sum(c.verdict == v for c in mine), paper, v) for v in verdicts)
+                   + f" | {cell(len(mine), paper, '')} |")
+    out.append("| **all** | " + " | ".join(cell(sum(c.verdict == v for c in records), "", v) for v in verdicts)
+               + f" | {cell(len(records), '', '')} |")
+    return out
+
+
+def _filter_controls(records) -> list[str]:
+    papers = "".join(f'<option value="{p}">{p}</option>' for p in _paper_order(records))
+    verdicts = "".join(f'<option value="{v}">{v}</option>' for v in claims_module.VERDICTS
+                       if any(c.verdict == v for c in records))
+    return ['<div class="claim-filter" id="claims-list">',
+            f'<label>Paper <select id="claim-filter-paper"><option value="">all papers</option>{papers}</select>'
+            '</label>',
+            f'<label>Verdict <select id="claim-filter-verdict"><option value="">all verdicts</option>{verdicts}'
+            '</select></label>',
+            '<span id="claim-filter-count" aria-live="polite"></span>',
+            '</div>', ""]
+
+
+def ledger_page(records: list[claims_module.Claim], order: list[str]) -> str:
+    """MyST source of the claims-ledger page: the vocabulary, a paper x verdict summary, a filter, every claim."""
+    rank = {name: i for i, name in enumerate(order)}
+    records = sorted(records, key=lambda c: rank.get(c.chapter, len(rank)))
+    confirmed = sum(c.passed is True for c in records)
+    out = ["(claims-ledger)=", "# Claims ledger", "",
+           f"Every checkable statement the chapters make, as recorded when the book was last executed: "
+           f"**{len(records)} claims**, of which **{confirmed}** were confirmed by the computation that built this "
+           f"page" + (f" and **{sum(c.passed is None for c in records)}** are untested here" if any(
+               c.passed is None for c in records) else "") + ".", "",
+           "A claim's *verdict* judges the statement as printed, read with its hedges ('about', '≈', 'may') "
+           "and the conditions the paper states elsewhere, the way a careful referee would:", "",
+           *vocabulary_table(), "",
+           "Each claim is *about* the paper's text, the authors' released code (never an erratum of the paper), or "
+           "the book's own finding that extends a paper. Claims about a training outcome are judged from several "
+           "seeds and an interval (`calib.stats`), never from one run.", "",
+           "**The line under a cell.** When a chapter runs, each claim prints one line such as "
+           "`[claim ok] mukhoti2020/prop2 (holds, about the paper): max |g-1| = 3e-16`. *ok* means the computation "
+           "in that cell confirmed the verdict; *untested* means nothing could be computed here. A claim that is "
+           "not confirmed stops the chapter, so every *ok* below was checked by the run that built this page.", "",
+           "Pages built from this ledger: the {doc}`errata <errata>` (the papers' false, imprecise and mistyped "
+           "statements), {doc}`reproduction <reproduction>` (what our runs could not show or did not test) and "
+           "{doc}`released code <released-code>` (notes on the authors' code).", "",
+           "## Summary", "", "Counts by paper and verdict; a count filters the list below.", "",
+           *summary_table(records), "",
+           f"A paper's row counts every claim filed under it: {sum(c.about == 'paper' for c in records)} judge the "
+           f"papers' text, {sum(c.about == 'code' for c in records)} the authors' released code and "
+           f"{sum(c.about == 'book' for c in records)} are the book's own findings.", "",
+           "## The claims", "", *_filter_controls(records)]
+    for paper in _paper_order(records):
+        mine = [c for c in records if c.paper == paper]
+        counts = {v: sum(c.verdict == v for c in mine) for v in claims_module.VERDICTS}
+        summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+        out += [f"### {PAPERS.get(paper, paper)}", "", f"{len(mine)} claims: {summary}.", ""]
+        for c in mine:
+            where = f" · {_md(c.where)}" if c.where else ""
+            out += _entry(c, f"**{_md(c.id)}**{where}")
+    if not records:
+        out.append("No claims were recorded: run `calib book run` first.")
+    return "\n".join(out) + "\n"
+
+
+def errata_page(records: list[claims_module.Claim]) -> str:
+    """MyST source of the errata page: the papers' statements judged false, then imprecise, then typos."""
+    kinds = (("false", "False statements", "False as printed and in substance."),
+             ("imprecise", "Imprecise statements", "True in substance; a number is rounded beyond what its context "
+                                                   "implies, or a needed condition is only implicit."),
+             ("typo", "Typos", "Evident slips whose intended statement holds."))
+    wrong = [c for c in records if c.about == "paper" and c.verdict in claims_module.CORRECTED]
+    counts = ", ".join(f"{sum(c.verdict == k for c in wrong)} {k}" for k, _, _ in kinds)
+    out = ["(errata)=", "# Errata", "",
+           f"The statements of the papers that are wrong as printed: {len(wrong)} in all ({counts}). Each entry "
+           "quotes the paper, says what holds instead, and links to the cell whose computation shows it. Rounding "
+           "that its context allows is not listed, nor are notes on the authors' released code "
+           "({doc}`released code <released-code>`) or what our smaller runs could not reproduce "
+           "({doc}`reproduction <reproduction>`). All verdicts are in the {doc}`claims ledger <claims>`.", ""]
+    for verdict, title, meaning in kinds:
+        mine = [c for c in wrong if c.verdict == verdict]
+        if not mine:
+            continue
+        out += [f"## {title}", "", meaning, ""]
+        for paper in _paper_order(mine):
+            out += [f"### {PAPERS.get(paper, paper)}", ""]
+            for c in (c for c in mine if c.paper == paper):
+                out += [f"**{_md(c.where) or _md(c.id)}** ({_md(c.id)}): {_md(c.statement)}", "",
+                        f"> {_md_with_math(c.quote)}", "",
+                        f"*What holds:* {_md(c.correction)} ({_cell_link(c, 'computation')}, "
+                        f"{_chapter_link(c.chapter)})", ""]
+                if c.remark:
+                    out += [f"*Remark:* {_md(c.remark)}", ""]
+                if c.evidence:
+                    out += [f"*Evidence:* {_md(c.evidence)}", ""]
+    if not wrong:
+        out.append("No statement has been found wrong so far.")
+    return "\n".join(out) + "\n"
+
+
+def reproduction_page(records: list[claims_module.Claim]) -> str:
+    """MyST source of the reproduction page: not-reproduced, inconclusive and untested claims with their scale."""
+    kinds = (("not-reproduced", "Not reproduced at our scale",
+              "Our runs do not show the effect at the scale given. This says nothing about the paper's own runs."),
+             ("inconclusive", "Inconclusive", "The interval over seeds contains the threshold: our runs cannot "
+                                              "separate the effect from noise at that scale."),
+             ("untested", "Untested here", "These need compute or data not available where the book was built; "
+                                           "each entry gives the command that would test it."))
+    mine = [c for c in records if c.verdict in claims_module.EMPIRICAL]
+    out = ["(reproduction)=", "# Reproduction", "",
+           f"The empirical statements that this book's runs could not confirm: {len(mine)} in all. Empirical "
+           "verdicts come from several seeds and an interval (`calib.stats`); each entry states the scale of our "
+           "runs, which is usually far smaller than the paper's.", "",
+           "Table by table, every empirical result of the five papers with its status here, the scale of our "
+           "evidence and the command that would test it at the paper's scale is in the reproduction summary of "
+           "{doc}`chapter 11 </chapters/11-paper-tables>`; the runs behind it are chapter 10's "
+           "{doc}`benchmark </chapters/10-benchmark>`.", ""]
+    for verdict, title, meaning in kinds:
+        group = [c for c in mine if c.verdict == verdict]
+        if group:
+            out += [f"## {title}", "", meaning, ""]
+            out += [line for c in group for line in _entry(c, f"**{_md(c.id)}**"
+                                                              + (f" · {_md(c.where)}" if c.where else ""))]
+    if not mine:
+        out.append("Every empirical statement the chapters test was confirmed.")
+    return "\n".join(out) + "\n"
+
+
+def released_code_page(records: list[claims_module.Claim]) -> str:
+    """MyST source of the released-code page: claims about the authors' code, which are never errata."""
+    mine = [c for c in records if c.about == "code"]
+    out = ["(released-code)=", "# Notes on the released code", "",
+           f"What the chapters found in the authors' released code ({len(mine)} note{'s' if len(mine) != 1 else ''}). The released code is not "
+           "the paper: a difference between them is reported here, never as an erratum of the paper.", ""]
+    out += [line for c in mine for line in _entry(c, f"**{_md(c.id)}**" + (f" · {_md(c.where)}" if c.where else ""))]
+    if not mine:
+        out.append("No claim about the released code has been recorded.")
+    return "\n".join(out) + "\n"
+
+
+def status_page(timings: dict, order: list[str]) -> str:
+    """MyST source of the execution-statistics page."""
+    out = ["(execution-statistics)=", "# Execution statistics", "",
+           "Wall time of each chapter's last execution by papermill, on the machine that built this copy of the "
+           "book.", "", "| chapter | profile | seconds | claims | finished |", "|---|---|---|---|---|"]
+    total = 0.0
+    for name in order:
+        t = timings.get(name)
+        if t:
+            total += t["seconds"]
+            out.append(f"| {_chapter_link(name)} | {t['profile']} | {t['seconds']:.1f} | {t['claims']} | {t['finished']} |")
+    out.append(f"| total | | {total:.1f} | | |")
+    return "\n".join(out) + "\n"

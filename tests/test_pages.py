@@ -1,0 +1,85 @@
+"""The back-matter pages built from the ledger: ledger, errata, reproduction, released code (calib.pages)."""
+
+from calib import pages
+from calib.claims import Claim
+
+
+def _rec(**kw):
+    base = dict(id="mukhoti2020/x", paper="mukhoti2020", where="§4", statement="a | b * c", verdict="holds",
+                passed=True, evidence="err 1e-16", chapter="02-focal-gradient")
+    base.update(kw)
+    return Claim(**base)
+
+
+SCALE = dict(data="Fashion-MNIST 10k", model="MLP", epochs=20, seeds=3, n=10000)
+RECORDS = [
+    _rec(),
+    _rec(id="mukhoti2020/y", verdict="false", quote="p0 = 0.5", correction="p0 = 1/e"),
+    _rec(id="mukhoti2020/t", verdict="typo", quote="Eq. 3", correction="Eq. 4"),
+    _rec(id="zhou2025/z", paper="zhou2025", verdict="imprecise", quote="about 4", correction="3.59",
+         chapter="09-reweighted-risk"),
+    _rec(id="zhou2025/code", paper="zhou2025", verdict="false", about="code", correction="bins by centre",
+         chapter="09-reweighted-risk"),
+    _rec(id="zhou2025/book", paper="zhou2025", about="book", chapter="09-reweighted-risk"),
+    _rec(id="mukhoti2020/nr", verdict="not-reproduced", quote="rises", scale=SCALE),
+    _rec(id="mukhoti2020/inc", verdict="inconclusive", quote="rises", scale=SCALE),
+    _rec(id="mukhoti2020/u", verdict="untested", passed=None, quote="on CIFAR",
+         scale={**SCALE, "command": "calib train --data cifar10 --model resnet50"}),
+]
+
+
+def test_ledger_page_explains_the_vocabulary_counts_and_filters():
+    ledger = pages.ledger_page(RECORDS, ["02-focal-gradient", "09-reweighted-risk"])
+    assert "**9 claims**" in ledger and "**8** were confirmed" in ledger and "**1** are untested" in ledger
+    assert "a \\| b \\* c" in ledger
+    assert all(f"| *{v}* |" in ledger for v in pages.VERDICT_MEANINGS)
+    assert "[claim ok]" in ledger                              # what the line under a cell means
+    assert ledger.index("### Mukhoti") < ledger.index("### Zhou")
+    # the summary table: paper x verdict, each count a link that sets the filter
+    row = next(line for line in ledger.splitlines() if line.startswith("| mukhoti2020 |"))
+    header = next(line for line in ledger.splitlines() if line.startswith("| paper |"))
+    cols = [c.strip() for c in header.strip("|").split("|")]
+    cells = dict(zip(cols, (c.strip() for c in row.strip("|").split("|"))))
+    assert cells["false"] == '<a href="?paper=mukhoti2020&verdict=false#claims-list">1</a>'
+    assert cells["imprecise"] == "0" and cells["total"].endswith(">6</a>")
+    assert 'id="claim-filter-paper"' in ledger and '<option value="untested">' in ledger
+    assert "```{container} claim-entry paper-zhou2025 verdict-imprecise about-paper" in ledger
+    assert '<a href="../chapters/09-reweighted-risk.html#claim-zhou2025-z">' in ledger
+    assert "`calib train --data cifar10 --model resnet50`" in ledger
+
+
+def test_errata_lists_only_the_papers_errors_false_first():
+    errata = pages.errata_page(RECORDS)
+    for absent in ("mukhoti2020/x", "zhou2025/code", "zhou2025/book", "mukhoti2020/nr", "mukhoti2020/u"):
+        assert absent not in errata
+    assert errata.index("## False") < errata.index("## Imprecise") < errata.index("## Typos")
+    assert "> p0 = 0.5" in errata and "p0 = 1/e" in errata
+    assert "3 in all (1 false, 1 imprecise, 1 typo)" in errata
+    assert '<a href="../chapters/02-focal-gradient.html#claim-mukhoti2020-y">' in errata
+
+
+def test_reproduction_and_released_code_pages():
+    repro = pages.reproduction_page(RECORDS)
+    assert repro.index("mukhoti2020/nr") < repro.index("mukhoti2020/inc") < repro.index("mukhoti2020/u")
+    assert "seeds: 3" in repro and "N: 10000" in repro and "calib train --data cifar10" in repro
+    assert "mukhoti2020/y" not in repro
+    assert "{doc}`chapter 11 </chapters/11-paper-tables>`" in repro           # the table-by-table summary
+    code = pages.released_code_page(RECORDS)
+    assert "zhou2025/code" in code and "(1 note)" in code
+    assert "mukhoti2020/y" not in code
+
+
+def test_quotes_keep_their_math_and_escape_the_rest():
+    assert pages._md_with_math(r"show $\max_s f'(s) < c$ for *all* s") == r"show $\max_s f'(s) < c$ for \*all\* s"
+    assert pages._md_with_math("costs $5 or more") == r"costs \$5 or more"      # an unpaired dollar stays text
+
+
+def test_status_page_and_unlinked_summary():
+    timings = {"02-focal-gradient": {"seconds": 11.04, "claims": 7, "ok": True, "profile": "quick",
+                                     "finished": "2025-01-01 12:00:00"}}
+    page = pages.status_page(timings, ["01-measuring-calibration", "02-focal-gradient"])
+    assert "| {doc}`/chapters/02-focal-gradient` | quick | 11.0 | 7 | 2025-01-01 12:00:00 |" in page
+    assert "01-measuring-calibration" not in page and "| total | | 11.0 | | |" in page
+    table = pages.summary_table(RECORDS, link=False)
+    assert table[0] == "| paper | holds | imprecise | typo | false | not-reproduced | inconclusive | untested | total |"
+    assert table[-1] == "| **all** | 2 | 1 | 1 | 2 | 1 | 1 | 1 | 9 |"
