@@ -3,7 +3,8 @@
 Modules, in layers (an import goes to the same or a lower layer, never in a cycle; ``tests/test_layers.py``
 checks it against this list; DESIGN.md has the plan this follows):
 
-- layer 0: ``calib._validate`` (input checking), ``calib.symbolic`` (sympy derivations the chapters display),
+- layer 0: ``calib._validate`` (input checking), ``calib._reproducible`` (one CPU instruction set for torch, so
+  that runs retrain bit for bit on any x86 machine), ``calib.symbolic`` (sympy derivations the chapters display),
   ``calib.focal`` (the focal family as numpy functions, a package: ``gradient`` g, thresholds and gamma*;
   ``schedules`` FLSD; ``optimum`` the focal risk and its minimiser; ``calibration_map`` Psi^gamma and the TS
   bounds; ``_numerics`` the kernels they share), ``calib.stats`` (seed-level and paired-bootstrap intervals, and

@@ -30,6 +30,7 @@ from pathlib import Path
 import yaml
 
 from calib import claims as claims_module
+from calib._reproducible import CPU_ISA_VARIABLES, pin_cpu_kernels
 from calib.claims import repo_root
 from calib.notebook import glue_number, markdown_table
 from calib.pages import errata_page, ledger_page, released_code_page, reproduction_page, status_page
@@ -128,7 +129,11 @@ def run_chapter(root: Path, name: str, profile: str = "quick", parameters: dict 
     claims_module.drop_chapter(ledger, name)
     params = {"profile": profile, "device": "auto", "seed": 0}
     params.update(parameters or {})
-    env_backup = {k: os.environ.get(k) for k in ("CALIB_LEDGER", "CALIB_CHAPTER", "CALIB_STRICT", "MPLBACKEND")}
+    env_backup = {k: os.environ.get(k) for k in ("CALIB_LEDGER", "CALIB_CHAPTER", "CALIB_STRICT", "MPLBACKEND",
+                                                 *CPU_ISA_VARIABLES)}
+    kernel_env = dict(os.environ)
+    pin_cpu_kernels(kernel_env)                     # the kernel's torch: AVX2 kernels, bit-reproducible runs
+    os.environ.update({k: kernel_env[k] for k in CPU_ISA_VARIABLES if k in kernel_env})
     os.environ.update(CALIB_LEDGER=str(ledger), CALIB_CHAPTER=name, CALIB_STRICT="1" if strict else "0",
                       MPLBACKEND="module://matplotlib_inline.backend_inline")
     start = time.perf_counter()

@@ -7,6 +7,7 @@ import ast
 import sys
 
 from calib import book
+from calib._reproducible import pin_cpu_kernels
 
 
 def _parse_value(text: str):
@@ -170,6 +171,8 @@ def _train(args) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command in ("train", "sweep"):
+        pin_cpu_kernels()                           # before torch is imported: runs retrain bit for bit
     try:
         root = book.repo_root() if args.command == "book" else None   # `calib train` runs anywhere
         if args.command == "book" and args.book_command == "run":

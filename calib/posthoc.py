@@ -326,7 +326,8 @@ def _fts_block(data: _FTSData, lo: int, hi: int, beta: float, gammas: np.ndarray
     den = np.empty_like(q)
     for i, gam in enumerate(gammas):
         np.multiply(log_1mq, -gam, out=t)
-        np.exp(t, out=t)                               # (1 - q)^-gamma
+        with np.errstate(over="ignore"):               # out of range at large gamma: redone in log space
+            np.exp(t, out=t)                           # (1 - q)^-gamma
         np.multiply(b, gam, out=den)
         den += inv_q                                   # (1 + gamma r) / q
         t /= den
@@ -341,8 +342,28 @@ class _RowTerms:
             setattr(self, name, np.empty(n))
 
 
-def _fts_top_and_label(data: _FTSData, row: _RowTerms, total: np.ndarray, gammas: np.ndarray):
-    """From S = sum of the non-top weights (G, N): the top-label confidence and the label's log-probability."""
+def _fts_log_rest_exact(data: _FTSData, rows: np.ndarray, beta: float, gammas: np.ndarray,
+                        lse: np.ndarray) -> np.ndarray:
+    """log S = log sum_{j != top} w_j in log space, for the (gamma, row) pairs where the linear-space sum of
+    :func:`_fts_block` overflowed or underflowed ((1 - q)^-gamma beyond the float range at large |gamma|)."""
+    u = data.d[rows] * beta
+    log_q = u - lse[:, None]                           # log q_j, j != top
+    q = np.exp(log_q)
+    log_1mq = np.log1p(-q)
+    b = -log_q / (1.0 - q)                             # -log q / (1 - q)
+    gam = gammas[:, None]
+    with np.errstate(divide="ignore", over="ignore"):
+        log_den = np.log(np.reciprocal(q) + gam * b)   # log((1 + gamma r) / q); inf where q underflows: weight 0
+    a = -gam * log_1mq - log_den                       # log w_j
+    top = a.max(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = top + np.log(np.exp(a - top[:, None]).sum(axis=1))
+    return np.where(np.isneginf(top), -np.inf, out)
+
+
+def _fts_top_and_label(data: _FTSData, row: _RowTerms, log_total: np.ndarray, gammas: np.ndarray):
+    """From log S, S = sum of the non-top weights (G, N): the top-label confidence and the label's
+    log-probability."""
     gam = gammas[:, None]
     with np.errstate(divide="ignore", invalid="ignore"):   # gamma = -1 and r_top = 1: replaced just below
         log1p_gr_top = np.log1p(gam * row.r_top)
@@ -351,8 +372,7 @@ def _fts_top_and_label(data: _FTSData, row: _RowTerms, total: np.ndarray, gammas
         log_1mr = log_one_minus_r(row.ratio, row.log_ratio)
         log1p_gr_top[negative] = log1p_gamma_r_negative(gam[negative], log_1mr[None, :])
     log_w_top = -row.lse - gam * row.log_1mq_top - log1p_gr_top
-    with np.errstate(divide="ignore"):
-        gap = np.log(total) - log_w_top                # log(S / w_top); -inf when every other class underflows
+    gap = log_total - log_w_top                        # log(S / w_top); -inf when every other class underflows
     conf = expit(-gap)
     log_w_y = np.where(data.correct, log_w_top, row.log_q_y - gam * row.log_1mq_y - np.log1p(gam * row.r_y))
     log_py = log_w_y - log_w_top - np.logaddexp(0.0, gap)    # log w_y - log(w_top + S)
@@ -368,7 +388,13 @@ def _fts_scores_one_temperature(data: _FTSData, temperature: float, gammas: np.n
     beta = 1.0 / temperature
     for lo in range(0, n, step):
         _fts_block(data, lo, min(n, lo + step), beta, gammas, row, total)
-    conf, log_py = _fts_top_and_label(data, row, total, gammas)
+    with np.errstate(divide="ignore"):
+        log_total = np.log(total)
+    redo = ~np.isfinite(total) | (total < 1e-250)      # (1 - q)^-gamma out of the float range: sum in log space
+    if redo.any():
+        g_idx, n_idx = np.nonzero(redo)
+        log_total[g_idx, n_idx] = _fts_log_rest_exact(data, n_idx, beta, gammas[g_idx], row.lse[n_idx])
+    conf, log_py = _fts_top_and_label(data, row, log_total, gammas)
     if objective == "nll":
         return -log_py.mean(axis=1)
     return metrics.equal_mass_ece_rows(conf, data.correct, n_bins)

@@ -1,6 +1,10 @@
 """Fixtures shared by the test modules."""
 
-import gzip
+from calib._reproducible import pin_cpu_kernels
+
+pin_cpu_kernels()   # before any test module imports torch: runs retrain bit for bit on any x86 machine
+
+import gzip  # noqa: E402
 import struct
 from pathlib import Path
 

@@ -10,10 +10,11 @@ from scipy.optimize import minimize_scalar
 from scipy.special import log_softmax, softmax
 
 from calib import metrics
-from calib.focal import focal_map, focal_optimal_prediction
+from calib.focal import focal_map, focal_optimal_prediction, log_focal_map
 from calib.losses import soft_binned_ece_loss
 from calib.posthoc import (KOMISARENKO_GAMMAS, KOMISARENKO_TEMPERATURES, MUKHOTI_GRID, FocalTemperatureScaling,
-                           TemperatureScaling, fit_temperature_nll, fit_temperature_sb_ece, focal_temperature_scores)
+                           GridEdgeWarning, TemperatureScaling, fit_temperature_nll, fit_temperature_sb_ece,
+                           focal_temperature_scores)
 
 
 def calibrated_logits(n, k=5, scale=2.5, seed=0):
@@ -382,3 +383,35 @@ def test_ts_sb_ece_options_and_errors():
         TemperatureScaling("sbece")
     with pytest.raises(ValueError, match="sb_temperature"):
         TemperatureScaling("sb-ece", sb_temperature=-1)
+
+
+@pytest.mark.parametrize("gamma", [-1.0, 1.0, 50.0, 1e4, 1e8])
+def test_fts_grid_agrees_with_the_map_at_any_gamma(gamma):
+    """The grid kernel sums the non-top weights in linear space for speed; where (1 - q)^-gamma leaves the float
+    range (gamma = 1e4: 0.61 against the map's 0.355 before) it redoes those rows in log space."""
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(500, 5)) * 3
+    y = rng.integers(0, 5, 500)
+    for temperature in (0.5, 2.0):
+        ece = focal_temperature_scores(z, y, [gamma], [temperature], objective="ece")[0, 0]
+        nll = focal_temperature_scores(z, y, [gamma], [temperature], objective="nll")[0, 0]
+        assert ece == pytest.approx(metrics.adaptive_ece(focal_map(z / temperature, gamma), y), abs=1e-12)
+        log_p = log_focal_map(z / temperature, gamma)[np.arange(500), y]
+        assert np.isfinite(nll) and nll == pytest.approx(-log_p.mean(), rel=1e-12)
+
+
+def test_ts_on_a_grid_warns_and_reports_an_optimum_at_the_edge():
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(2000, 10))
+    y = np.array([rng.choice(10, p=np.exp(r) / np.exp(r).sum()) for r in z])
+    with pytest.warns(GridEdgeWarning, match=r"largest of the grid, T = 10 .*grid=np.geomspace\(0.1, 1e\+03, 200\)"):
+        ts = TemperatureScaling("ece").fit(z * 50, y)
+    assert ts.temperature == 10.0 and ts.at_edge == "high"
+    with pytest.warns(GridEdgeWarning, match="smallest of the grid"):
+        assert TemperatureScaling("ece").fit(z / 50, y).at_edge == "low"
+    wide = TemperatureScaling("ece", grid=np.geomspace(0.1, 1e3, 200)).fit(z * 50, y)
+    assert wide.at_edge is None and 20 < wide.temperature < 100              # the NLL fit gives about 50
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert TemperatureScaling("ece").fit(z, y).at_edge is None           # an inner optimum: no warning

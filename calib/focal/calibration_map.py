@@ -39,7 +39,8 @@ def _focal_map_block(z: np.ndarray, gamma: float, out: np.ndarray, log: bool = F
     top = np.argmax(z, axis=1)
     row_start = np.arange(0, n * k, k)
     flat = top + row_start                            # flat index of each row's top class
-    u = z - z.reshape(-1)[flat][:, None]              # log(v_j / v_top) <= 0, exactly 0 at the top class
+    with np.errstate(over="ignore"):                  # a difference beyond the float range: -inf, v_j = 0
+        u = z - z.reshape(-1)[flat][:, None]          # log(v_j / v_top) <= 0, exactly 0 at the top class
     v = np.exp(u)
     v.reshape(-1)[flat] = 0
     ones = np.ones(k, dtype=z.dtype)
@@ -51,27 +52,48 @@ def _focal_map_block(z: np.ndarray, gamma: float, out: np.ndarray, log: bool = F
         u_rest = u[under]
         u_rest.reshape(-1)[top[under] + np.arange(0, u_rest.size, k)] = -np.inf
         second = u_rest.max(axis=1)
-        log_rest[under] = second + np.log(np.exp(u_rest - second[:, None]) @ ones)
+        finite = np.isfinite(second)                  # -inf: every other class is beyond the float range, S = 0
+        with np.errstate(divide="ignore"):
+            shifted = np.log(np.exp(u_rest[finite] - second[finite][:, None]) @ ones)
+        log_rest[np.flatnonzero(under)[finite]] = second[finite] + shifted
+        log_rest[np.flatnonzero(under)[~finite]] = -np.inf
     lse = np.log1p(rest)                              # -log v_top
-    v *= (1 / (1 + rest))[:, None]                    # v_j (0 at the top)
+    v_top = 1 / (1 + rest)
+    v *= v_top[:, None]                               # v_j
+    v.reshape(-1)[flat] = v_top                       # the same expression as every other class: ties stay ties
+    big = rest < 1                                    # v_top > 1/2, where 1 - v_top cancels: the top class apart
+    top_big = flat[big]
     log_v = u
     log_v -= lse[:, None]                             # log v_j, accurate for every j
     log_1mv = np.negative(v)
-    np.log1p(log_1mv, out=log_1mv)                    # log(1 - v_j): accurate for v_j <= 1/2, i.e. every j != top
-    log_1mv.reshape(-1)[flat] = log_rest - lse        # log(1 - v_top) = log S - log(1 + S)
-    r = v * log_v                                     # r = -v log v / (1 - v), in [0, 1]
+    with np.errstate(divide="ignore"):                # v_top = 1: replaced just below
+        np.log1p(log_1mv, out=log_1mv)                # log(1 - v_j): accurate for v_j <= 1/2
+    log_1mv.reshape(-1)[top_big] = (log_rest - lse)[big]   # log(1 - v_top) = log S - log(1 + S)
+    empty = v == 0                                    # v_j underflowed (log v_j may be -inf): r(0) = 0
+    with np.errstate(invalid="ignore"):
+        r = v * log_v                                 # r = -v log v / (1 - v), in [0, 1]
+    r[empty] = 0
     v -= 1
-    r /= v
-    r.reshape(-1)[flat] = r_top(rest, log_rest, lse)  # r_top = log1p(S) / S
+    with np.errstate(divide="ignore", invalid="ignore"):   # v_top = 1: replaced just below
+        r /= v
+    r.reshape(-1)[top_big] = r_top(rest[big], log_rest[big], lse[big])   # r_top = log1p(S) / S
     r *= gamma
     with np.errstate(divide="ignore", invalid="ignore"):   # gamma = -1, r_top = 1 (or 1 + ulp): replaced below
         np.log1p(r, out=r)                            # log(1 + gamma r)
-    if gamma < 0:                                     # 1 + gamma r_top -> 1 + gamma as v_top -> 1: without cancellation
-        r.reshape(-1)[flat] = log1p_gamma_r_negative(gamma, log_one_minus_r(rest, log_rest))
-    log_1mv *= gamma
+    if gamma < 0 and big.any():                       # 1 + gamma r_top -> 1 + gamma as v_top -> 1: without cancellation
+        r.reshape(-1)[top_big] = log1p_gamma_r_negative(gamma, log_one_minus_r(rest[big], log_rest[big]))
+    with np.errstate(over="ignore", invalid="ignore"):
+        log_1mv *= gamma                              # -inf for the top class when gamma log(1 - v_top) overflows
     log_h = log_v                                     # log h = log v - log g, log g = gamma log(1-v) + log(1 + gamma r)
-    log_h -= log_1mv
-    log_h -= r
+    with np.errstate(invalid="ignore"):               # S = 0 exactly: inf - inf, replaced just below
+        log_h -= log_1mv
+        log_h -= r
+    # S = 0 (every other class beyond the float range) or h_top overflowing: for every gamma >= -1, h_top / h_j
+    # grows without bound as S -> 0, so Psi is the vertex (one-hot), its limit
+    vertex = np.isneginf(log_rest) | np.isposinf(log_h.reshape(-1)[flat])
+    if vertex.any():
+        log_h[vertex] = -np.inf
+        log_h.reshape(-1)[flat[vertex]] = 0
     shift = log_h.reshape(-1)[flat] if gamma >= 0 else log_h.max(axis=1)   # the top class has the largest h
     log_h -= shift[:, None]
     np.exp(log_h, out=out)
@@ -115,16 +137,24 @@ def _focal_map_torch(z, gamma: float):
     log_rest = torch.logsumexp(u.masked_fill(is_top, float("-inf")), dim=1, keepdim=True)
     lse = torch.nn.functional.softplus(log_rest)   # log(1 + S) = -log v_top
     log_v = u - lse
-    v = torch.where(is_top, torch.full_like(z, 0.5), log_v.exp())  # 0.5 is a placeholder, never used
-    log_1mv = torch.where(is_top, log_rest - lse, torch.log1p(-v))
+    special = is_top & (log_rest < 0)              # v_top > 1/2, where 1 - v_top cancels: the top class apart
+    v = torch.where(special, torch.full_like(z, 0.5), log_v.exp())  # 0.5 is a placeholder, never used
+    log_1mv = torch.where(special, log_rest - lse, torch.log1p(-v))
     top_r = r_top(torch.exp(log_rest), log_rest, lse, xp=torch)
-    r = torch.where(is_top, top_r, -v * log_v / (1 - v))
+    positive = v > 0                               # v_j underflowed (log v_j may be -inf): r(0) = 0
+    safe_log_v = torch.where(positive, log_v, torch.zeros_like(log_v))
+    r = torch.where(special, top_r, torch.where(positive, -v * safe_log_v / (1 - v), torch.zeros_like(v)))
     if gamma >= 0:
         log1p_gr = torch.log1p(gamma * r)
     else:                                          # as in _focal_map_block: 1 + gamma r_top without cancellation
         top_term = log1p_gamma_r_negative(gamma, log_one_minus_r(torch.exp(log_rest), log_rest, xp=torch), xp=torch)
-        log1p_gr = torch.where(is_top, top_term, torch.log1p(gamma * torch.where(is_top, torch.zeros_like(r), r)))
+        log1p_gr = torch.where(special, top_term, torch.log1p(gamma * torch.where(special, torch.zeros_like(r), r)))
     log_h = log_v - gamma * log_1mv - log1p_gr
+    # S = 0 or h_top overflowing: the vertex, Psi's limit as S -> 0 for every gamma >= -1 (see _focal_map_block)
+    saturated = torch.isneginf(log_rest) | (torch.isposinf(log_h) | torch.isnan(log_h)).any(dim=1, keepdim=True)
+    if bool(saturated.any()):
+        log_h = torch.where(saturated, torch.where(is_top, torch.zeros_like(log_h), torch.full_like(log_h, -torch.inf)),
+                            log_h)
     return torch.softmax(log_h, dim=1)
 
 

@@ -10,8 +10,8 @@ import torch
 from scipy.special import expit, logit, softmax
 
 from calib.focal import (closest_temperature, effective_inverse_temperature, focal_calibration_logit, focal_map,
-                         focal_prediction_target, gradient_factor, log_f_gamma, log_focal_weight, threshold,
-                         top_label_gain, ts_bounds, ts_distance)
+                         focal_prediction_target, gradient_factor, log_f_gamma, log_focal_map, log_focal_weight,
+                         threshold, top_label_gain, ts_bounds, ts_distance)
 
 # (q, gamma, Psi^gamma(q)), inventory Sec. 3 "test vectors"
 PSI_VECTORS = [((0.6, 0.3, 0.1), 1, (0.695866, 0.231639, 0.072495)),
@@ -520,3 +520,22 @@ def test_prop5_holds_above_the_threshold():
             assert above.any() and np.all(gain[above] >= -1e-15)
             if k <= 3:
                 assert np.all(gain >= -1e-12)      # binary and three-class: always (inventory C17)
+
+
+# ---------------------------------------------------------------------------------------- extreme inputs
+
+@pytest.mark.parametrize("gamma", [-1.0, -0.5, 0.5, 3.0, 1e4, 1e15])
+def test_ties_stay_ties_and_every_finite_logit_gives_a_finite_map(gamma):
+    """Equal logits map to equal probabilities for any gamma (the top class used to be evaluated by another
+    formula, which gamma = 1e15 amplified: [0.376, 0.312, 0.312]); logits beyond the float range of each other
+    (differences overflow to -inf) give the vertex, the map's limit; numpy and torch agree."""
+    rows = np.array([[0.0, 0.0, 0.0], [2.0, 2.0, -1.0], [1e308, -1e308, 0.0], [-1e308, 1e308, 1e308],
+                     [40.0, 0.0, 0.0], [800.0, 0.0, -5.0], [0.0, 0.0, -1e300]])
+    out = focal_map(rows, gamma)
+    via_torch = focal_map(torch.tensor(rows, dtype=torch.float64), gamma).numpy()
+    assert np.isfinite(out).all() and np.isfinite(via_torch).all()
+    np.testing.assert_allclose(out.sum(axis=1), 1.0, rtol=1e-15)
+    np.testing.assert_allclose(out, via_torch, atol=1e-12)
+    assert np.all(out[0] == out[0, 0]) and out[1, 0] == out[1, 1] and out[3, 1] == out[3, 2] and out[6, 0] == out[6, 1]
+    np.testing.assert_array_equal(out[2], [1.0, 0.0, 0.0])
+    assert np.isfinite(log_focal_map(rows[[0, 1, 4]], gamma)).all()
