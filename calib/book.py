@@ -114,6 +114,7 @@ def run_chapter(root: Path, name: str, profile: str = "quick", parameters: dict 
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
+    profile = (parameters or {}).get("profile", profile)      # -p profile full is the same as --profile full
     if profile not in PROFILES:
         raise ValueError(f"profile={profile!r} is not supported; choose one of {', '.join(PROFILES)}.")
     source = root / "chapters" / f"{name}.md"
@@ -125,8 +126,11 @@ def run_chapter(root: Path, name: str, profile: str = "quick", parameters: dict 
     raw.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(_markdown_to_notebook(source), raw)
 
+    declared = chapter_parameters(source)
+    check_parameters(name, declared, {"profile": profile, **(parameters or {})})
     ledger = build_dir(root) / "claims.jsonl"
-    claims_module.drop_chapter(ledger, name)
+    running = build_dir(root) / f"claims.{name}.running.jsonl"     # this run's records, until it succeeds
+    running.unlink(missing_ok=True)
     params = {"profile": profile, "device": "auto", "seed": 0}
     params.update(parameters or {})
     env_backup = {k: os.environ.get(k) for k in ("CALIB_LEDGER", "CALIB_CHAPTER", "CALIB_STRICT", "MPLBACKEND",
@@ -134,7 +138,7 @@ def run_chapter(root: Path, name: str, profile: str = "quick", parameters: dict 
     kernel_env = dict(os.environ)
     pin_cpu_kernels(kernel_env)                     # the kernel's torch: AVX2 kernels, bit-reproducible runs
     os.environ.update({k: kernel_env[k] for k in CPU_ISA_VARIABLES if k in kernel_env})
-    os.environ.update(CALIB_LEDGER=str(ledger), CALIB_CHAPTER=name, CALIB_STRICT="1" if strict else "0",
+    os.environ.update(CALIB_LEDGER=str(running), CALIB_CHAPTER=name, CALIB_STRICT="1" if strict else "0",
                       MPLBACKEND="module://matplotlib_inline.backend_inline")
     start = time.perf_counter()
     error = ""
@@ -151,12 +155,55 @@ def run_chapter(root: Path, name: str, profile: str = "quick", parameters: dict 
             else:
                 os.environ[key] = value
     seconds = time.perf_counter() - start
-    n_claims = sum(1 for c in claims_module.read_ledger(ledger) if c.chapter == name)
+    n_claims = len(claims_module.read_ledger(running)) if running.is_file() else 0
     result = ChapterRun(name, seconds, n_claims, not error, error)
+    if not error:                                   # the ledger keeps the last successful run's records
+        claims_module.replace_chapter(ledger, name, running)
+    running.unlink(missing_ok=True)
     _record_timing(root, result, profile)
     if error:
-        raise ChapterError(error)
+        raise ChapterError(error + " (the ledger keeps the claims of this chapter's last successful run)")
     return result
+
+
+def chapter_parameters(source: Path) -> dict:
+    """The parameters a chapter declares: ``name -> default`` from its cell tagged ``parameters``."""
+    import ast
+
+    for cell in _markdown_to_notebook(source).cells:
+        if "parameters" in cell.metadata.get("tags", []):
+            out = {}
+            for node in ast.parse(cell.source).body:
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                    try:
+                        out[node.targets[0].id] = ast.literal_eval(node.value)
+                    except ValueError:
+                        out[node.targets[0].id] = None        # not a literal: any value
+            return out
+    return {}
+
+
+def check_parameters(chapter: str, declared: dict, given: dict) -> None:
+    """Refuse parameters the chapter does not declare, values of another type than the default's, and a profile
+    other than quick or full; the message lists what the chapter accepts."""
+    accepted = ", ".join(f"{k} ({type(v).__name__}, default {v!r})" for k, v in declared.items())
+    for key, value in given.items():
+        if key not in declared:
+            raise ValueError(f"chapter {chapter} has no parameter {key!r}; it accepts: {accepted}.")
+        default = declared[key]
+        if default is None:
+            continue
+        kind = type(default)
+        ok = (isinstance(value, bool) if kind is bool else
+              isinstance(value, int) and not isinstance(value, bool) if kind is int else
+              isinstance(value, (int, float)) and not isinstance(value, bool) if kind is float else
+              isinstance(value, kind))
+        if not ok:
+            raise ValueError(f"chapter {chapter}: parameter {key}={value!r} is a {type(value).__name__}, but its "
+                             f"default {default!r} is a {kind.__name__}; pass a {kind.__name__} (-p {key} VALUE).")
+    if given.get("profile", "quick") not in PROFILES:
+        raise ValueError(f"chapter {chapter}: profile={given['profile']!r} is not supported; choose one of "
+                         f"{', '.join(PROFILES)}.")
 
 
 def _record_timing(root: Path, run: ChapterRun, profile: str) -> None:
@@ -179,13 +226,22 @@ def run_book(root: Path, profile: str = "quick", only: list[str] | None = None, 
         names = [n for n in names if n in only]
     else:
         (build_dir(root) / "claims.jsonl").unlink(missing_ok=True)
+    declared = {n: chapter_parameters(root / "chapters" / f"{n}.md") for n in names}
+    nowhere = [k for k in (parameters or {}) if not any(k in d for d in declared.values())]
+    if nowhere:
+        raise ValueError(f"-p {', '.join(nowhere)}: no chapter run here declares it; "
+                         + "; ".join(f"{n} accepts {', '.join(d)}" for n, d in declared.items()) + ".")
+    for name in names:                              # every check before the first chapter runs
+        check_parameters(name, declared[name], {"profile": profile, **{k: v for k, v in (parameters or {}).items()
+                                                                        if k in declared[name]}})
     _stage_static(root, build_dir(root) / "src")
     runs: list[ChapterRun] = []
     failures: list[str] = []
     for name in names:
         print(f"[book] running {name} ({profile} profile) ...", flush=True)
         try:
-            run = run_chapter(root, name, profile, parameters, strict=strict)
+            own = {k: v for k, v in (parameters or {}).items() if k in declared[name]}
+            run = run_chapter(root, name, profile, own, strict=strict)
         except ChapterError as exc:
             failures.append(str(exc))
             print(f"[book] FAILED: {exc}", flush=True)
@@ -219,9 +275,14 @@ def build_book(root: Path, strict: bool = True) -> Path:
     missing = [n for n in names if not (src / "chapters" / f"{n}.ipynb").is_file()]
     if missing:
         raise ChapterError(f"chapters not executed yet: {', '.join(missing)}; run `calib book run` first.")
+    timings = json.loads((build / "timings.json").read_text()) if (build / "timings.json").is_file() else {}
+    failed = [n for n in names if not timings.get(n, {}).get("ok", False)]
+    if failed:
+        raise ChapterError(f"chapter{'s' if len(failed) > 1 else ''} {', '.join(failed)} ha{'ve' if len(failed) > 1 else 's'} "
+                           f"no successful run (its notebook is partial and its claims would be missing from the "
+                           f"ledger); fix and run `calib book run --only {failed[0]}`, then build.")
     _stage_static(root, src)
     records = claims_module.read_ledger(build / "claims.jsonl")
-    timings = json.loads((build / "timings.json").read_text()) if (build / "timings.json").is_file() else {}
     (src / "book" / "claims.md").write_text(ledger_page(records, names), encoding="utf-8")
     (src / "book" / "errata.md").write_text(errata_page(records), encoding="utf-8")
     (src / "book" / "reproduction.md").write_text(reproduction_page(records), encoding="utf-8")

@@ -312,6 +312,20 @@ def read_ledger(path: str | os.PathLike) -> list[Claim]:
     return list(latest.values())
 
 
+def replace_chapter(path: str | os.PathLike, chapter: str, records_path: str | os.PathLike) -> None:
+    """Replace a chapter's records in the ledger ``path`` by those of ``records_path`` (a successful run's), in one
+    atomic write: a run that fails never touches the ledger."""
+    path, records_path = Path(path), Path(records_path)
+    keep = []
+    if path.is_file():
+        keep = [line for line in path.read_text(encoding="utf-8").splitlines()
+                if line.strip() and json.loads(line).get("chapter") != chapter]
+    new = [line for line in records_path.read_text(encoding="utf-8").splitlines()] if records_path.is_file() else []
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(line + "\n" for line in keep + [n for n in new if n.strip()]), encoding="utf-8")
+    os.replace(tmp, path)
+
+
 def drop_chapter(path: str | os.PathLike, chapter: str) -> None:
     """Remove a chapter's earlier records from the ledger before the chapter runs again."""
     path = Path(path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import ast
 import sys
+from pathlib import Path
 
 from calib import book
 from calib._reproducible import pin_cpu_kernels
@@ -56,13 +57,16 @@ def _add_train_parser(commands) -> None:
     t.add_argument("--secondary", default=None,
                    help="secondary calibration loss added to --loss (Karandikar et al. 2021): sb-ece, s-avuc, avuc, "
                         "avuc-gs, mmce, mmce-w")
-    t.add_argument("--secondary-weight", type=float, default=1.0, help="weight beta of the secondary loss")
+    t.add_argument("--secondary-weight", type=float, default=None,
+                   help="weight beta of the secondary loss (default 1; needs --secondary)")
     t.add_argument("--epochs", type=int)
     t.add_argument("--from-meta", metavar="RUN/meta.json",
                    help="rerun a stored run with exactly its config (--data, --model, ... are then taken from it)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--out", required=True, help="run directory")
     t.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    t.add_argument("--restart", action="store_true",
+                   help="start the run in --out over (its checkpoint is corrupted, say); only a run of this config")
     t.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda")
     t.add_argument("--lr", type=float, default=0.1)
     t.add_argument("--momentum", type=float, default=0.9)
@@ -125,12 +129,16 @@ def _train_config(args):
     if missing:
         raise ValueError(f"calib train needs {', '.join(missing)} (or --from-meta RUN/meta.json to rerun a stored "
                          f"run).")
-    return TrainConfig(**{k: getattr(args, k) for k in _TRAIN_FIELDS})
+    if args.secondary_weight is not None and args.secondary is None:
+        raise ValueError(f"--secondary-weight {args.secondary_weight:g} needs --secondary (e.g. --secondary sb-ece): "
+                         f"it weighs the secondary loss, and there is none.")
+    fields = {k: getattr(args, k) for k in _TRAIN_FIELDS}
+    fields["secondary_weight"] = 1.0 if args.secondary_weight is None else args.secondary_weight
+    return TrainConfig(**fields)
 
 
 def _sweep(args) -> None:
     import dataclasses
-    from pathlib import Path
 
     from calib.experiments import load_grid, sweep, train_commands
 
@@ -157,11 +165,27 @@ def _sweep(args) -> None:
         print(f"calib: post-hoc maps of {len(stored)} stored runs in {grid.store / 'posthoc.json'}")
 
 
+class _Interrupted(Exception):
+    """Ctrl-C during ``calib train``: exit 130 with the command that resumes the run."""
+
+
 def _train(args) -> None:
     from calib.train import train
 
-    run = train(_train_config(args), args.out, resume=args.resume, progress=not args.no_progress,
-                discard=args.discard)
+    if args.from_meta and args.secondary_weight is not None:
+        raise ValueError("--secondary-weight cannot change a run given by --from-meta; it reruns the stored config.")
+    config = _train_config(args)
+    try:
+        run = train(config, args.out, resume=args.resume, progress=not args.no_progress, discard=args.discard,
+                    restart=args.restart)
+    except KeyboardInterrupt:
+        import shlex
+
+        meta = Path(args.out) / "meta.json"
+        again = (f"calib train --from-meta {shlex.quote(str(meta))} --out {shlex.quote(args.out)} --resume"
+                 if meta.is_file() else "the same command")
+        raise _Interrupted(f"interrupted; {args.out} keeps every completed epoch (nothing is half-written). Continue "
+                           f"with: {again}") from None
     last = run.epochs[-1] if run.epochs else {}
     test = last.get("test", {})
     print(f"calib: run in {run.out}: {run.meta.get('epochs_done')} epochs, test accuracy "
@@ -185,10 +209,23 @@ def main(argv: list[str] | None = None) -> int:
             _train(args)
         elif args.command == "sweep":
             _sweep(args)
-    except (book.ChapterError, ValueError, FileNotFoundError) as exc:
-        print(f"calib: error: {exc}", file=sys.stderr)
+    except _Interrupted as exc:
+        print(f"calib: {exc}", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:
+        print("calib: interrupted", file=sys.stderr)
+        return 130
+    except (book.ChapterError, ValueError, OSError) as exc:   # OSError: missing files, full disks, read-only folders
+        print(f"calib: error: {_one_line(exc)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _one_line(exc: BaseException) -> str:
+    """The message of an error, with the file an OSError names (PermissionError, IsADirectoryError, ...)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 if __name__ == "__main__":

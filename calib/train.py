@@ -20,10 +20,12 @@ full-batch gradient descent for the linear toy; and a minimal loop for the small
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import os
 import platform
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -63,15 +65,31 @@ def resolve_device(device: str = "auto") -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
-        return torch.device(device)
+        resolved = torch.device(device)
     except (RuntimeError, TypeError) as exc:
         raise ValueError(f"device={device!r} is not a torch device ({exc}); use 'auto', 'cpu' or 'cuda'.") from None
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        why = ("this torch is a CPU build" if torch.version.cuda is None else "no CUDA GPU is visible")
+        raise ValueError(f"device={device!r}: {why}; use 'cpu' or 'auto', or install a CUDA build of torch.")
+    return resolved
 
 
 def paper_milestones(epochs: int) -> tuple:
     """The epochs after which the learning rate drops: Mukhoti et al.'s 150 and 250 of 350 (Sec. 3, App. D),
     scaled to a run of ``epochs`` epochs (``round(150 E / 350)``, ``round(250 E / 350)``)."""
     return tuple(sorted({max(1, round(150 * epochs / 350)), max(1, round(250 * epochs / 350))}))
+
+
+class RunLockedError(ValueError):
+    """Another process is writing to the run directory."""
+
+
+class CorruptRunError(ValueError):
+    """A file of the run directory cannot be read (truncated, garbage or not what calib wrote)."""
+
+
+class DiskFullError(OSError):
+    """The device of the run directory is full: nothing of the last complete epoch was lost."""
 
 
 class RunConfigError(ValueError):
@@ -199,16 +217,53 @@ def load_run(out) -> Run:
     out = Path(out)
     if not (out / "meta.json").is_file():
         raise FileNotFoundError(f"{out} holds no run (no meta.json); train one with `calib train ... --out {out}`.")
-    meta = json.loads((out / "meta.json").read_text())
-    history = json.loads((out / "history.json").read_text()) if (out / "history.json").is_file() else {}
+    meta = _read_json_object(out / "meta.json")
+    history = _read_json_object(out / "history.json") if (out / "history.json").is_file() else {}
     return Run(out, meta, history, meta.get("config", {}))
 
 
+def _read_json_object(path: Path) -> dict:
+    """A JSON object written by calib (meta.json, history.json), or CorruptRunError naming the file."""
+    try:
+        obj = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CorruptRunError(f"{path} is not valid JSON ({exc}); it is damaged. Restore it, or start the run over "
+                              f"with --restart (calib train) / restart=True.") from None
+    if not isinstance(obj, dict):
+        raise CorruptRunError(f"{path} holds a JSON {type(obj).__name__}, not the object calib writes; restore it, or "
+                              f"start the run over with --restart.")
+    return obj
+
+
+#: Temporary files of :func:`_write_atomic`: ``.<name>.tmp<pid>``, removed when a run starts.
+_TMP_GLOB = ".*.tmp*"
+
+
 def _write_atomic(path: Path, write) -> None:
-    """Write a file through a temporary in the same folder and ``os.replace``: a crash leaves the old file."""
+    """Write a file through a temporary in the same folder and ``os.replace``: a crash leaves the old file.
+
+    A full device raises :class:`DiskFullError` naming the directory (the temporary is removed and the previous
+    file is untouched); torch reports it as a RuntimeError from its zip writer, numpy and json as OSError.
+    """
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    write(tmp)
-    os.replace(tmp, path)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException as exc:                       # also Ctrl-C: no temporary is left behind
+        tmp.unlink(missing_ok=True)
+        if not isinstance(exc, (OSError, RuntimeError)):
+            raise
+        full = getattr(exc, "errno", None) == errno.ENOSPC
+        if not full:
+            try:
+                full = shutil.disk_usage(path.parent).free < 64 * 2 ** 20
+            except OSError:
+                pass
+        if full:
+            raise DiskFullError(errno.ENOSPC, f"no space left on the device of {path.parent} while writing {path.name}; "
+                                f"the files of the last complete epoch are intact. Free some space and continue with "
+                                f"--resume.") from None
+        raise
 
 
 def _write_json(path: Path, obj) -> None:
@@ -297,6 +352,65 @@ def _split_stats(logits: np.ndarray, labels: np.ndarray, reliability_bins: int |
     return stats
 
 
+class _RunLock:
+    """An exclusive lock on a run directory (``flock`` on ``.calib-train.lock``) for the lifetime of a run.
+
+    A second process on the same directory is refused at once, naming the holder. The kernel releases the lock
+    when its process dies, so a run killed with SIGKILL leaves no stale lock. Where ``fcntl`` does not exist
+    (Windows) there is no lock.
+    """
+
+    NAME = ".calib-train.lock"
+
+    def __init__(self, out: Path):
+        self.path = out / self.NAME
+        self.fd: int | None = None
+
+    def __enter__(self) -> "_RunLock":
+        try:
+            import fcntl
+        except ImportError:
+            return self
+        try:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:                            # a read-only directory: nobody can write to it, nothing to lock
+            return self
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(self.fd, 200).decode(errors="replace").strip() or "a process"
+            os.close(self.fd)
+            self.fd = None
+            raise RunLockedError(f"{self.path.parent} is being written by another calib train ({holder}); wait for "
+                                 f"it to finish, or choose another --out.") from None
+        os.ftruncate(self.fd, 0)
+        os.write(self.fd, f"pid {os.getpid()} on {platform.node()}, since {time.strftime('%H:%M:%S')}".encode())
+        return self
+
+    def release(self, remove: bool = False) -> None:
+        if self.fd is not None:
+            if remove:
+                self.path.unlink(missing_ok=True)
+            os.close(self.fd)                      # closing releases the lock
+            self.fd = None
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _read_checkpoint(path: Path, device) -> dict:
+    """``checkpoint.pt`` as :meth:`Trainer.save_checkpoint` wrote it, or CorruptRunError naming the file."""
+    try:
+        state = torch.load(path, map_location=device, weights_only=False)
+    except Exception as exc:  # torch.load raises UnpicklingError, EOFError, RuntimeError, ... on a damaged file
+        raise CorruptRunError(f"{path} is corrupted or truncated ({type(exc).__name__}: {str(exc)[:120]}); it cannot "
+                              f"be resumed. Start the run over with --restart (restart=True), or restore the "
+                              f"file.") from None
+    if not isinstance(state, dict) or not {"config", "epoch", "model", "optimizer"} <= set(state):
+        raise CorruptRunError(f"{path} is not a calib checkpoint; start the run over with --restart (restart=True).")
+    return state
+
+
 class Trainer:
     """One training run with per-epoch diagnostics, an atomic checkpoint every epoch and exact resume.
 
@@ -324,6 +438,9 @@ class Trainer:
 
     def __init__(self, config: TrainConfig, out, progress: bool = True, dataset=None):
         self.config = config.resolved()
+        if out is None or not str(out).strip():
+            raise ValueError(f"out is {'empty' if out is not None else 'missing'}; name the run directory (e.g. "
+                             f"--out _build/runs/demo).")
         self.out = Path(out)
         self.progress = progress
         self._dataset = dataset
@@ -386,7 +503,7 @@ class Trainer:
         _write_atomic(self.out / "checkpoint.pt", lambda p: torch.save(state, p))
 
     def load_checkpoint(self) -> None:
-        state = torch.load(self.out / "checkpoint.pt", map_location=self.device, weights_only=False)
+        state = _read_checkpoint(self.out / "checkpoint.pt", self.device)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
@@ -403,13 +520,13 @@ class Trainer:
             return "new"
         old = {}
         if meta_path.is_file():
-            meta = json.loads(meta_path.read_text())
+            meta = _read_json_object(meta_path)
             old = meta.get("config", {})
             finished = bool(meta.get("finished"))
         else:
             finished = False
         if not old and ckpt.is_file():
-            old = torch.load(ckpt, map_location="cpu", weights_only=False)["config"]
+            old = _read_checkpoint(ckpt, "cpu")["config"]
         new = self.config.identity()
         diff = {k: (old.get(k), v) for k, v in new.items() if old.get(k) != v}
         if diff:
@@ -534,20 +651,61 @@ class Trainer:
             arrays[f"{split}_labels"] = self.eval_loaders[split].y.cpu().numpy().astype(np.int64)
         _write_atomic(self.out / "logits.npz", lambda p: np.savez_compressed(open(p, "wb"), **arrays))
 
-    def run(self, resume: bool = False, discard=()) -> Run:
+    def run(self, resume: bool = False, discard=(), restart: bool = False) -> Run:
         """Train (or resume, or skip a finished run of the same config) and return the run directory.
 
         ``discard`` names files of :data:`DISCARDABLE` to delete once the run has finished: a stored run needs
         no ``checkpoint.pt``, and a tuning run whose validation history is all that is read needs no
-        ``logits.npz`` either."""
+        ``logits.npz`` either. ``restart`` starts a run of the same configuration over (a corrupted checkpoint).
+        The directory is locked while the run writes to it (a second process is refused, :class:`RunLockedError`);
+        temporaries left by a killed run are removed first."""
         discard = tuple(discard)
         for name in discard:
             check_choice(name, "discard", DISCARDABLE)
-        state = self._check_out(resume)
-        if state == "done":
-            return load_run(self.out)
+        self._make_out()
+        with _RunLock(self.out) as lock:
+            for leftover in self.out.glob(_TMP_GLOB):     # temporaries of a killed run
+                try:
+                    leftover.unlink()
+                except OSError:
+                    pass
+            if restart:
+                self._clear_for_restart()
+            state = self._check_out(resume)
+            if state == "done":
+                lock.release(remove=True)
+                return load_run(self.out)
+            run = self._run(state, discard)
+            lock.release(remove=True)
+            return run
+
+    def _make_out(self) -> None:
+        if (self.out / "meta.json").is_file():
+            return                                      # an existing run (maybe read-only, e.g. a stored one)
+        try:
+            self.out.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise ValueError(f"out {self.out} is a file, not a directory; choose another --out.") from None
+        except NotADirectoryError:
+            raise ValueError(f"out {self.out} lies under a file; choose another --out.") from None
+        if not self.out.is_dir():
+            raise ValueError(f"out {self.out} is not a directory; choose another --out.")
+
+    def _clear_for_restart(self) -> None:
+        """``restart``: remove the run's files, unless they belong to a run of another configuration."""
+        meta_path = self.out / "meta.json"
+        try:
+            old = load_run(self.out).config if meta_path.is_file() else None
+        except CorruptRunError:
+            old = None                                  # a damaged meta.json: restarting is what it needs
+        if old and old != self.config.identity():
+            raise RunConfigError(f"{self.out} holds a run of another configuration; --restart only starts over a "
+                                 f"run of the same configuration. Choose another --out or delete that directory.")
+        for name in ("meta.json", "history.json", "logits.npz", "checkpoint.pt"):
+            (self.out / name).unlink(missing_ok=True)
+
+    def _run(self, state: str, discard: tuple) -> Run:
         self._setup()
-        self.out.mkdir(parents=True, exist_ok=True)
         if state == "resume":
             self.load_checkpoint()
         cfg = self.config
@@ -608,7 +766,7 @@ class Trainer:
 
 
 def train(config: TrainConfig | None = None, out=None, resume: bool = False, progress: bool = True, dataset=None,
-          discard=(), **fields) -> Run:
+          discard=(), restart: bool = False, **fields) -> Run:
     """Run :class:`Trainer` for ``config`` (or a config built from keyword ``fields``) into ``out``.
 
     ``out`` holding a finished run of the same config returns it without training; holding a run of
@@ -625,7 +783,8 @@ def train(config: TrainConfig | None = None, out=None, resume: bool = False, pro
         config = dataclasses.replace(config, **fields)
     if out is None:
         raise ValueError("out is required: the run directory to write (e.g. out='_build/runs/demo').")
-    return Trainer(config, out, progress=progress, dataset=dataset).run(resume=resume, discard=discard)
+    return Trainer(config, out, progress=progress, dataset=dataset).run(resume=resume, discard=discard,
+                                                                         restart=restart)
 
 
 def config_from_meta(path) -> TrainConfig:

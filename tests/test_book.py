@@ -82,11 +82,39 @@ def test_run_injects_parameters_records_claims_and_names_the_failing_cell(tiny_b
     nb = json.loads(executed.read_text())
     assert any("injected-parameters" in c["metadata"].get("tags", []) for c in nb["cells"])
     lines = [json.loads(line) for line in (tiny_book / "_build" / "claims.jsonl").read_text().splitlines()]
-    assert [(r["id"], r["chapter"], r["passed"]) for r in lines] == [("paper/seed", "01-good", True),
-                                                                    ("paper/false", "02-bad", False)]
+    # a chapter that fails leaves the ledger as it was: only the successful chapter's record is there
+    assert [(r["id"], r["chapter"], r["passed"]) for r in lines] == [("paper/seed", "01-good", True)]
     assert "seed=7, profile=quick" in lines[0]["evidence"]
     timings = json.loads((tiny_book / "_build" / "timings.json").read_text())
-    assert timings["01-good"]["ok"] and not timings["02-bad"]["ok"]
+    assert timings["01-good"]["ok"] and not timings["02-bad"]["ok"] and timings["02-bad"]["claims"] == 1
+    assert not list((tiny_book / "_build").glob("claims.*.running.jsonl"))
+
+
+def test_a_failing_run_keeps_the_last_successful_records_and_the_build_names_it(tiny_book):
+    with pytest.raises(book.ChapterError, match="02-bad"):
+        book.run_book(tiny_book, parameters={"seed": 7}, keep_going=True)
+    ledger = tiny_book / "_build" / "claims.jsonl"
+    before = ledger.read_text()
+    assert "paper/seed" in before
+    with pytest.raises(book.ChapterError, match="last successful run"):
+        book.run_book(tiny_book, only=["01-good"], parameters={"seed": 8})     # its claim now fails
+    assert ledger.read_text() == before
+    with pytest.raises(book.ChapterError, match="chapters 01-good, 02-bad have no successful run"):
+        book.build_book(tiny_book)
+
+
+def test_parameters_are_checked_against_the_parameters_cell(tiny_book):
+    assert book.chapter_parameters(tiny_book / "chapters" / "01-good.md") == {"profile": "quick", "device": "auto",
+                                                                               "seed": 0}
+    with pytest.raises(ValueError, match="no parameter 'nosuchparam'; it accepts: profile .*seed"):
+        book.run_chapter(tiny_book, "01-good", parameters={"nosuchparam": 1})
+    with pytest.raises(ValueError, match="no chapter run here declares it"):
+        book.run_book(tiny_book, parameters={"nosuchparam": 1})
+    with pytest.raises(ValueError, match="seed='abc' is a str, but its default 0 is a int"):
+        book.run_book(tiny_book, only=["01-good"], parameters={"seed": "abc"})
+    with pytest.raises(ValueError, match="profile='nonsense' is not supported"):
+        book.run_book(tiny_book, only=["01-good"], parameters={"profile": "nonsense"})
+    assert not (tiny_book / "_build" / "claims.jsonl").exists()          # nothing ran
 
 
 def test_rerunning_one_chapter_replaces_only_its_records(tiny_book):
@@ -120,3 +148,24 @@ def test_repo_root_of_a_tiny_book_and_its_absence(tiny_book, tmp_path_factory):
     assert book.repo_root(tiny_book / "chapters") == tiny_book.resolve()
     outside = tmp_path_factory.mktemp("elsewhere")
     assert claims.find_repo_root(outside) is None
+
+
+def test_the_command_line_ends_every_user_error_in_one_line(tiny_book, monkeypatch, capsys):
+    """-p values checked against the parameters cell, and a folder the runner cannot write, end in one
+    `calib: error:` line naming the parameter or the file (exit 1), not a traceback."""
+    from calib import cli
+
+    monkeypatch.chdir(tiny_book)
+    for argv, message in ((["-p", "seed", "abc"], "parameter seed='abc' is a str"),
+                          (["-p", "nosuchparam", "1"], "-p nosuchparam: no chapter run here declares it"),
+                          (["-p", "profile", "nonsense"], "profile='nonsense' is not supported")):
+        assert cli.main(["book", "run", "--only", "01-good", *argv]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("calib: error:") and message in err and err.count("\n") == 1, err
+
+    def read_only(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(tiny_book / "_build" / "src"))
+
+    monkeypatch.setattr(book, "build_book", read_only)
+    assert cli.main(["book", "build"]) == 1
+    assert capsys.readouterr().err == f"calib: error: {tiny_book / '_build' / 'src'}: Permission denied\n"

@@ -18,8 +18,8 @@ from calib.data import make_linear_toy
 from calib.focal import gradient_factor
 from calib.losses import focal_loss
 from calib.models import mlp
-from calib.train import (RunConfigError, TrainConfig, Trainer, load_run, logistic_gradient_descent, paper_milestones,
-                         resolve_device, train, train_classifier)
+from calib.train import (CorruptRunError, DiskFullError, RunConfigError, RunLockedError, TrainConfig, Trainer, load_run,
+                         logistic_gradient_descent, paper_milestones, resolve_device, train, train_classifier)
 
 torch.set_num_threads(1)
 
@@ -303,3 +303,151 @@ def test_linear_toy_runs_are_reproducible():
     fits = [logistic_gradient_descent(t.x_train, t.y_train, gamma=1.0, iterations=50)["final_w"] for t in toys]
     np.testing.assert_array_equal(fits[0], fits[1])
     assert not np.allclose(fits[0], fits[2])
+
+
+# ------------------------------------------------------------------------------- hostile use of calib train
+
+def _cli(argv):
+    """``calib ARGV`` in this process: (exit status, what it wrote to stderr)."""
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        rc = cli.main(argv)
+    return rc, err.getvalue()
+
+
+def _cli_args(cfg, out):
+    return [sys.executable, "-m", "calib", "train", "--data", cfg["data"], "--model", cfg["model"], "--loss", cfg["loss"],
+            "--epochs", str(cfg["epochs"]), "--seed", str(cfg["seed"]), "--batch-size", str(cfg["batch_size"]),
+            "--lr", str(cfg["lr"]), "--train-subset", str(cfg["train_subset"]), "--val-subset", str(cfg["val_subset"]),
+            "--test-subset", str(cfg["test_subset"]), "--out", str(out), "--no-progress"]
+
+
+def _wait_for_epochs(proc, out, n, seconds=120):
+    deadline, history = time.monotonic() + seconds, out / "history.json"
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if history.is_file() and len(json.loads(history.read_text())["epochs"]) >= n:
+                return True
+        except (json.JSONDecodeError, KeyError):
+            pass
+        time.sleep(0.005)
+    return False
+
+
+def test_a_second_train_on_the_same_directory_is_refused_and_a_killed_run_leaves_no_stale_lock(tiny_fashion, tmp_path):
+    """Two `calib train` on one --out: the second refuses at once, naming the first; the first's files stay its
+    own. After SIGKILL the kernel has released the lock, and --resume finishes the run."""
+    cfg = {**TINY, "epochs": 20, "train_subset": 5600}
+    out = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    first = subprocess.Popen(_cli_args(cfg, out), env=env, cwd=str(tmp_path), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+    try:
+        assert _wait_for_epochs(first, out, 1), first.stderr.read().decode()[-2000:]
+        rc, err = _cli(_cli_args({**cfg, "loss": "fl-3"}, out)[3:])          # at once, in this process
+        assert rc == 1 and err.startswith("calib: error:") and err.count("\n") == 1, err
+        assert f"is being written by another calib train (pid {first.pid}" in err
+        with pytest.raises(RunLockedError):
+            train(TrainConfig(**cfg), out, resume=True, progress=False)      # the same config is refused too
+        assert first.poll() is None and json.loads((out / "meta.json").read_text())["config"]["loss"] == "ce"
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    assert (out / ".calib-train.lock").exists()                 # left behind by the kill, but not locked
+    (out / ".checkpoint.pt.tmp999999").write_bytes(b"half-written")   # a temporary a kill could leave
+    run = train(TrainConfig(**cfg), out, resume=True, progress=False)
+    assert run.finished and sorted(p.name for p in out.iterdir()) == [
+        "checkpoint.pt", "history.json", "logits.npz", "meta.json"]     # no lock, no temporaries
+
+
+def test_ctrl_c_exits_130_with_the_resume_command_and_leaves_nothing_half_written(tiny_fashion, tmp_path):
+    cfg = {**TINY, "epochs": 20, "train_subset": 5600}
+    out = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(_cli_args(cfg, out), env=env, cwd=str(tmp_path), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert _wait_for_epochs(proc, out, 1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err and f"--from-meta {out / 'meta.json'} --out {out} --resume" in err
+    assert not list(out.glob(".*.tmp*"))
+    load_run(out)                                                # meta.json and history.json are whole
+    torch.load(out / "checkpoint.pt", weights_only=False)         # and so is the checkpoint
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "empty"])
+def test_a_corrupted_checkpoint_names_the_file_and_restart_starts_over(tiny_fashion, tmp_path, damage):
+    out = tmp_path / "run"
+    trainer = Trainer(TrainConfig(**{**TINY, "epochs": 2}), out, progress=False)
+    trainer.run()
+    meta = json.loads((out / "meta.json").read_text())
+    meta["finished"] = False                                     # an interrupted run, to be resumed
+    (out / "meta.json").write_text(json.dumps(meta))
+    ckpt = out / "checkpoint.pt"
+    ckpt.write_bytes({"garbage": b"not a checkpoint" * 10, "truncated": ckpt.read_bytes()[:1000], "empty": b""}[damage])
+    with pytest.raises(CorruptRunError, match=f"{ckpt} is corrupted or truncated.*--restart"):
+        train(TrainConfig(**{**TINY, "epochs": 2}), out, resume=True, progress=False)
+    rc, err = _cli(["train", "--from-meta", str(out / "meta.json"), "--out", str(out), "--resume", "--no-progress"])
+    assert rc == 1 and err.startswith(f"calib: error: {ckpt} is corrupted") and err.count("\n") == 1
+    run = train(TrainConfig(**{**TINY, "epochs": 2}), out, restart=True, progress=False)
+    assert run.finished and len(run.epochs) == 2
+
+
+def test_broken_files_and_bad_arguments_end_in_one_error_line(tiny_fashion, tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    base = ["train", "--data", "fashion-mnist", "--model", "small-cnn-w4", "--loss", "ce", "--epochs", "1",
+            "--no-progress", "--out"]
+    for text, what in (("{", "is not valid JSON"), ("[]", "holds a JSON list")):
+        (out / "meta.json").write_text(text)
+        rc, err = _cli(base + [str(out)])
+        assert rc == 1 and err == f"calib: error: {out / 'meta.json'} {what}" + err.split(what, 1)[1], err
+        assert err.count("\n") == 1 and "--restart" in err
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    for target, what in ((a_file, "is a file"), (a_file / "below", "lies under a file"), ("", "out is empty")):
+        rc, err = _cli(base + [str(target)])
+        assert rc == 1 and what in err and err.count("\n") == 1, err
+    if not torch.cuda.is_available():
+        rc, err = _cli(base + [str(tmp_path / "gpu"), "--device", "cuda"])
+        assert rc == 1 and "device='cuda'" in err and "'cpu' or 'auto'" in err, err
+    rc, err = _cli(base + [str(tmp_path / "w"), "--secondary-weight", "0.5"])
+    assert rc == 1 and "--secondary-weight 0.5 needs --secondary" in err
+
+
+def test_a_full_disk_is_reported_as_such_and_the_last_epoch_is_kept(tiny_fashion, tmp_path, monkeypatch):
+    """torch.save reports a full device as a RuntimeError from its zip writer, json as OSError(ENOSPC); both
+    become DiskFullError naming the directory, and the previous checkpoint stays intact."""
+    import errno
+
+    import calib.train as train_module
+
+    out = tmp_path / "run"
+    trainer = Trainer(TrainConfig(**{**TINY, "epochs": 3}), out, progress=False)
+    real_save = torch.save
+    calls = {"n": 0}
+
+    def failing_save(obj, path, *a, **k):
+        calls["n"] += 1
+        if calls["n"] == 2:                                      # the second epoch's checkpoint
+            Path(path).write_bytes(b"partial")
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 1234 vs 1200")
+        return real_save(obj, path, *a, **k)
+
+    monkeypatch.setattr(torch, "save", failing_save)
+    monkeypatch.setattr(train_module.shutil, "disk_usage", lambda p: type("U", (), {"free": 1024})())
+    with pytest.raises(DiskFullError, match=f"no space left on the device of {out} while writing checkpoint.pt"):
+        trainer.run()
+    assert torch.load(out / "checkpoint.pt", weights_only=False)["epoch"] == 1
+    assert not list(out.glob(".*.tmp*"))
+
+    def no_space(self, *a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", no_space)
+    with pytest.raises(DiskFullError, match="meta.json"):
+        train_module._write_json(out / "meta.json", {"x": 1})
