@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from calib.published import published_rows, read_published
-from calib.train import DISCARDABLE, TrainConfig, config_from_meta, load_run, train
+from calib.train import DISCARDABLE, RunLockedError, TrainConfig, config_from_meta, load_run, train
 
 __all__ = ["GridRun", "Grid", "load_grid", "sweep", "train_commands", "StoredRun", "run_path", "load_store",
            "matching_run", "POSTHOC_MAPS",
@@ -220,7 +220,8 @@ def _print_flushed(line: str) -> None:
 def sweep(grid: Grid, progress: bool = True, only=None, log=None) -> list:
     """Train every run of ``grid`` that is not finished; return the :class:`calib.train.Run` of each run.
 
-    Finished runs are skipped (read back), interrupted ones resumed from their checkpoint. After each run a
+    Finished runs are skipped (read back), interrupted ones resumed from their checkpoint, and runs another
+    process is training (their directory is locked) are skipped and not returned. After each run a
     line reports runs done, time so far and the estimated time left (the mean time of the runs trained in
     this sweep times the runs left) through ``log`` (default: print, flushed). ``only`` keeps the runs whose
     ``model/loss/seed<k>`` path contains it.
@@ -236,12 +237,20 @@ def sweep(grid: Grid, progress: bool = True, only=None, log=None) -> list:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(runs), desc=f"grid {grid.path.name}", unit="run")
+    busy = []
     try:
         for i, run in enumerate(runs, 1):
             was_finished = run.finished
             t0 = time.perf_counter()
             resume = (run.out / "checkpoint.pt").is_file() or (run.out / "meta.json").is_file()
-            results.append(train(run.config, run.out, resume=resume, progress=progress, discard=grid.discard))
+            try:
+                results.append(train(run.config, run.out, resume=resume, progress=progress, discard=grid.discard))
+            except RunLockedError:                        # another worker trains it (e.g. a second sweep)
+                busy.append(run)
+                if log is not None:
+                    log(f"[{i}/{len(runs)}] {run.model}/{run.loss}/seed{run.seed}: being trained by another "
+                        f"process, skipped")
+                continue
             if not was_finished:
                 trained_times.append(time.perf_counter() - t0)
             left = sum(1 for r in runs[i:] if not r.finished)
@@ -256,6 +265,9 @@ def sweep(grid: Grid, progress: bool = True, only=None, log=None) -> list:
     finally:
         if bar is not None:
             bar.close()
+    if busy and log is not None:
+        log(f"{len(busy)} run{'s' if len(busy) > 1 else ''} of the grid {'are' if len(busy) > 1 else 'is'} being "
+            f"trained by other processes; run the sweep again once they finish.")
     return results
 
 

@@ -324,14 +324,14 @@ def _fts_block(data: _FTSData, lo: int, hi: int, beta: float, gammas: np.ndarray
     row.r_y[lo:hi] = q[rows, yo] * b[rows, yo]
     t = np.empty_like(q)
     den = np.empty_like(q)
-    for i, gam in enumerate(gammas):
-        np.multiply(log_1mq, -gam, out=t)
-        with np.errstate(over="ignore"):               # out of range at large gamma: redone in log space
+    with np.errstate(over="ignore", invalid="ignore"):   # out of range at large gamma: redone in log space
+        for i, gam in enumerate(gammas):
+            np.multiply(log_1mq, -gam, out=t)
             np.exp(t, out=t)                           # (1 - q)^-gamma
-        np.multiply(b, gam, out=den)
-        den += inv_q                                   # (1 + gamma r) / q
-        t /= den
-        np.sum(t, axis=1, out=total[i, lo:hi])         # S = sum_{j != top} w_j
+            np.multiply(b, gam, out=den)
+            den += inv_q                               # (1 + gamma r) / q
+            t /= den
+            np.sum(t, axis=1, out=total[i, lo:hi])     # S = sum_{j != top} w_j
 
 
 class _RowTerms:
@@ -390,14 +390,14 @@ def _fts_scores_one_temperature(data: _FTSData, temperature: float, gammas: np.n
         _fts_block(data, lo, min(n, lo + step), beta, gammas, row, total)
     with np.errstate(divide="ignore"):
         log_total = np.log(total)
-    redo = ~np.isfinite(total) | (total < 1e-250)      # (1 - q)^-gamma out of the float range: sum in log space
+    redo = ~(total >= np.finfo(float).tiny) | np.isinf(total)   # out of the float range: sum in log space
     if redo.any():
         g_idx, n_idx = np.nonzero(redo)
         log_total[g_idx, n_idx] = _fts_log_rest_exact(data, n_idx, beta, gammas[g_idx], row.lse[n_idx])
     conf, log_py = _fts_top_and_label(data, row, log_total, gammas)
     if objective == "nll":
         return -log_py.mean(axis=1)
-    return metrics.equal_mass_ece_rows(conf, data.correct, n_bins)
+    return metrics.equal_mass_ece_rows(conf, data.correct, n_bins, check=False)   # checked by the caller
 
 
 def _fts_grid(data: _FTSData, gammas: np.ndarray, temperatures: np.ndarray, objective: str, n_bins: int,

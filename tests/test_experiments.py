@@ -145,6 +145,24 @@ def test_train_needs_its_flags_or_a_meta(tmp_path, capsys):
     assert "['colour'] are not fields of TrainConfig" in capsys.readouterr().err
 
 
+def test_sweep_skips_a_run_another_process_is_training(tiny_fashion, tmp_path):
+    """Two sweeps of one grid (say on two machines sharing the store) do not collide: a run whose directory is
+    locked is skipped, said so, and left to its owner."""
+    from calib.train import _RunLock
+
+    grid = load_grid(write_grid(tmp_path / "g"))
+    busy = grid.runs[1]
+    busy.out.mkdir(parents=True)
+    lines = []
+    with _RunLock(busy.out):                                     # another worker holds this run
+        runs = sweep(grid, progress=False, log=lines.append)
+    assert len(runs) == 3 and busy.out not in {r.out for r in runs} and not busy.finished
+    assert any(f"{busy.model}/{busy.loss}/seed{busy.seed}: being trained by another process, skipped" in line
+               for line in lines)
+    assert lines[-1] == "1 run of the grid is being trained by other processes; run the sweep again once they finish."
+    assert len(sweep(grid, progress=False, log=lambda line: None)) == 4     # once free, it is trained
+
+
 def test_sweep_command_lists_and_filters(tiny_fashion, tmp_path, capsys, monkeypatch):
     path = write_grid(tmp_path / "g")
     monkeypatch.chdir(tmp_path)

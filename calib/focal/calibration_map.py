@@ -32,14 +32,17 @@ __all__ = ["focal_map", "log_focal_map", "log_focal_weight", "log_f_gamma", "foc
 _MAP_BLOCK_ELEMENTS = 1 << 16
 
 
-def _focal_map_block(z: np.ndarray, gamma: float, out: np.ndarray, log: bool = False) -> None:
+def _focal_map_block(z: np.ndarray, gamma: float, out: np.ndarray, log: bool = False,
+                     overflow: bool = False) -> None:
     """Write Psi^gamma(softmax(z)) (or, with ``log``, its logarithm) into ``out`` for a finite (n, K) float
-    block, in z's dtype (see focal_map)."""
+    block, in z's dtype (see focal_map). Rows whose logits lie further apart than the float range (their
+    differences overflow to -inf, and r = 0 * -inf is nan) are detected at the end and redone with
+    ``overflow``, which sets r(0) = 0 where v_j = 0, so the common case pays nothing for them."""
     n, k = z.shape
     top = np.argmax(z, axis=1)
     row_start = np.arange(0, n * k, k)
     flat = top + row_start                            # flat index of each row's top class
-    with np.errstate(over="ignore"):                  # a difference beyond the float range: -inf, v_j = 0
+    with np.errstate(over="ignore"):                  # logits further apart than the float range: -inf, v_j = 0
         u = z - z.reshape(-1)[flat][:, None]          # log(v_j / v_top) <= 0, exactly 0 at the top class
     v = np.exp(u)
     v.reshape(-1)[flat] = 0
@@ -60,22 +63,22 @@ def _focal_map_block(z: np.ndarray, gamma: float, out: np.ndarray, log: bool = F
     lse = np.log1p(rest)                              # -log v_top
     v_top = 1 / (1 + rest)
     v *= v_top[:, None]                               # v_j
-    v.reshape(-1)[flat] = v_top                       # the same expression as every other class: ties stay ties
     big = rest < 1                                    # v_top > 1/2, where 1 - v_top cancels: the top class apart
     top_big = flat[big]
+    # v_top by the same expression as every other class (ties stay ties); where it is > 1/2, 0 as a placeholder
+    # (replaced below), which keeps log1p(-1) and 0/0 out of the vectorised loops: they would slow them down
+    v.reshape(-1)[flat] = np.where(big, 0, v_top)
     log_v = u
     log_v -= lse[:, None]                             # log v_j, accurate for every j
     log_1mv = np.negative(v)
-    with np.errstate(divide="ignore"):                # v_top = 1: replaced just below
-        np.log1p(log_1mv, out=log_1mv)                # log(1 - v_j): accurate for v_j <= 1/2
+    np.log1p(log_1mv, out=log_1mv)                    # log(1 - v_j): accurate for v_j <= 1/2
     log_1mv.reshape(-1)[top_big] = (log_rest - lse)[big]   # log(1 - v_top) = log S - log(1 + S)
-    empty = v == 0                                    # v_j underflowed (log v_j may be -inf): r(0) = 0
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore"):               # 0 * -inf where a difference overflowed: see below
         r = v * log_v                                 # r = -v log v / (1 - v), in [0, 1]
-    r[empty] = 0
+    if overflow:
+        r[v == 0] = 0                                 # r(0) = 0
     v -= 1
-    with np.errstate(divide="ignore", invalid="ignore"):   # v_top = 1: replaced just below
-        r /= v
+    r /= v
     r.reshape(-1)[top_big] = r_top(rest[big], log_rest[big], lse[big])   # r_top = log1p(S) / S
     r *= gamma
     with np.errstate(divide="ignore", invalid="ignore"):   # gamma = -1, r_top = 1 (or 1 + ulp): replaced below
@@ -88,13 +91,14 @@ def _focal_map_block(z: np.ndarray, gamma: float, out: np.ndarray, log: bool = F
     with np.errstate(invalid="ignore"):               # S = 0 exactly: inf - inf, replaced just below
         log_h -= log_1mv
         log_h -= r
-    # S = 0 (every other class beyond the float range) or h_top overflowing: for every gamma >= -1, h_top / h_j
-    # grows without bound as S -> 0, so Psi is the vertex (one-hot), its limit
-    vertex = np.isneginf(log_rest) | np.isposinf(log_h.reshape(-1)[flat])
+    shift = log_h.reshape(-1)[flat] if gamma >= 0 else log_h.max(axis=1)   # the top class has the largest h
+    vertex = np.isposinf(shift) | np.isneginf(log_rest)
     if vertex.any():
+        # S = 0 (every other class beyond the float range) or h_top overflowing (inf, or inf - inf): for every
+        # gamma >= -1, h_top / h_j grows without bound as S -> 0, so Psi is the vertex (one-hot), its limit
         log_h[vertex] = -np.inf
         log_h.reshape(-1)[flat[vertex]] = 0
-    shift = log_h.reshape(-1)[flat] if gamma >= 0 else log_h.max(axis=1)   # the top class has the largest h
+        shift[vertex] = 0
     log_h -= shift[:, None]
     np.exp(log_h, out=out)
     total = out @ ones
@@ -102,6 +106,12 @@ def _focal_map_block(z: np.ndarray, gamma: float, out: np.ndarray, log: bool = F
         np.subtract(log_h, np.log(total)[:, None], out=out)
     else:
         out *= (1 / total)[:, None]
+    if not overflow:
+        broken = np.flatnonzero(np.isnan(total))
+        if broken.size:
+            fixed = np.empty((broken.size, k), dtype=out.dtype)
+            _focal_map_block(z[broken], gamma, fixed, log=log, overflow=True)
+            out[broken] = fixed
 
 
 def _focal_map_numpy(z: np.ndarray, gamma: float, log: bool = False) -> np.ndarray:
