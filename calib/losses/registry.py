@@ -87,6 +87,16 @@ def _build_ce(name: str, arg: str | None) -> Loss:
     return cross_entropy
 
 
+def _bound(function, value: float, attribute: str, name: str, doc: str) -> Loss:
+    """``function(logits, targets, value)`` as a loss of (logits, targets), with its parameter as an attribute."""
+    def loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return function(logits, targets, value)
+
+    loss.__name__, loss.__doc__ = name, doc
+    setattr(loss, attribute, value)
+    return loss
+
+
 def _gamma_family(function, label: str, prefix: str = "", doc: str = ""):
     """A builder for ``<prefix><gamma>`` names of a loss ``function(logits, targets, gamma)``."""
     def build(name: str, arg: str | None) -> Loss:
@@ -95,14 +105,8 @@ def _gamma_family(function, label: str, prefix: str = "", doc: str = ""):
             raise ValueError(f"loss {name!r}: write '{key}-{prefix}<gamma>', e.g. '{key}-{prefix}2'.")
         text = arg[len(prefix):]
         gamma = _parse_gamma(name, text)
-
-        def loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-            return function(logits, targets, gamma)
-
-        loss.__name__ = f"{function.__name__}_gamma_{text}"
-        loss.__doc__ = f"{label} with gamma = {gamma:g}{doc}, mean over the batch."
-        loss.gamma = gamma
-        return loss
+        return _bound(function, gamma, "gamma", f"{function.__name__}_gamma_{text}",
+                      f"{label} with gamma = {gamma:g}{doc}, mean over the batch.")
     return build
 
 
@@ -141,14 +145,8 @@ def _build_ls(name: str, arg: str | None) -> Loss:
         alpha = None
     if alpha is None or not 0 <= alpha < 1:
         raise ValueError(f"loss {name!r}: write 'ls-<alpha>' with 0 <= alpha < 1, e.g. 'ls-0.05'.")
-
-    def loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return label_smoothing_loss(logits, targets, alpha)
-
-    loss.__name__ = f"label_smoothing_{arg}"
-    loss.__doc__ = f"Label smoothing with alpha = {alpha:g} (Mukhoti et al.'s alpha / (K - 1)), mean over the batch."
-    loss.alpha = alpha
-    return loss
+    return _bound(label_smoothing_loss, alpha, "alpha", f"label_smoothing_{arg}",
+                  f"Label smoothing with alpha = {alpha:g} (Mukhoti et al.'s alpha / (K - 1)), mean over the batch.")
 
 
 #: Defaults of the "aurc" loss name: the paper's CIFAR-10 setting (App. E.2, App. Table 3: kappa 0.9 or 0.8,
