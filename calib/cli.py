@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("calib: interrupted", file=sys.stderr)
         return 130
-    except (book.ChapterError, ValueError, OSError) as exc:   # OSError: missing files, full disks, read-only folders
+    except (book.ChapterError, ValueError, OSError, FloatingPointError) as exc:   # OSError: missing files, full disks
         print(f"calib: error: {_one_line(exc)}", file=sys.stderr)
         return 1
     return 0
