@@ -47,12 +47,13 @@ def _check_inputs(logits: torch.Tensor, targets: torch.Tensor, reduction: str) -
                          "batches (e.g. drop_last=True, or test len(batch) before the loss).")
     if not logits.is_floating_point():
         raise ValueError(f"logits has dtype {logits.dtype}; pass floating-point scores (logits.float()).")
-    k = logits.shape[1]
-    low, high = torch.aminmax(targets)
-    if int(low) < 0 or int(high) >= k:
-        bad = int(low) if int(low) < 0 else int(high)
-        raise ValueError(f"targets must lie in [0, {k}) (one index per class of logits); found {bad}. Check the label "
-                         f"encoding and the number of outputs of the model.")
+    if targets.device.type == "cpu":               # on a GPU this would cost a sync per step: torch asserts there
+        k = logits.shape[1]
+        low, high = (int(x) for x in torch.aminmax(targets))
+        if low < 0 or high >= k:
+            raise ValueError(f"targets must lie in [0, {k}) (one index per class of logits); found "
+                             f"{low if low < 0 else high}. Check the label encoding and the number of outputs of "
+                             f"the model.")
 
 
 def _check_gamma_fits(gamma: float, dtype: torch.dtype, largest_weight_log: float | None = None) -> None:
@@ -223,10 +224,12 @@ def dual_focal_loss(logits: torch.Tensor, targets: torch.Tensor, gamma, reductio
 
 
 def _p_log_p(probs: torch.Tensor, log_probs: torch.Tensor) -> torch.Tensor:
-    """p log p with 0 log 0 = 0 and a finite gradient where p = 0 (a masked class, log p = -inf)."""
-    positive = probs > 0
-    return torch.where(positive, probs * torch.where(positive, log_probs, torch.zeros_like(log_probs)),
-                       torch.zeros_like(probs))
+    """p log p with 0 log 0 = 0 and a finite gradient where p = 0 (a masked class, log p = -inf).
+
+    log p is raised to -1000 where it is lower (-inf for a masked class). Below about -745, p = exp(log p) is 0
+    in every float dtype, so the product is 0 either way, and its gradient is 0 instead of 0 * inf = nan; a
+    modest bound, unlike the dtype's lowest value, keeps the chain rule's intermediate products finite."""
+    return probs * log_probs.clamp(min=-1000.0)
 
 
 def confidence_scores(logits: torch.Tensor, csf: str = "msp") -> torch.Tensor:
