@@ -34,6 +34,14 @@ def test_every_chapter_runs_and_the_book_builds():
     ledger_html = (html / "book" / "claims.html").read_text()
     assert all(r.id in ledger_html for r in records)
 
+    # MathJax comes from the book's own static files, so the math renders offline; no page loads it from a CDN
+    for page in html.rglob("*.html"):
+        text = page.read_text(errors="replace")
+        assert "cdn.jsdelivr.net/npm/mathjax" not in text and "mathjax@3" not in text, page
+        if "tex-chtml.js" in text:
+            assert '_static/mathjax/tex-chtml.js"' in text, page
+    assert (html / "_static" / "mathjax" / "tex-chtml.js").stat().st_size > 500_000
+
     # every errata entry links to the cell that shows it, and that cell carries the anchor
     errata_html = (html / "book" / "errata.html").read_text()
     for r in records:
