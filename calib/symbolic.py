@@ -41,7 +41,7 @@ from functools import lru_cache
 import sympy as sp
 
 __all__ = [
-    "p", "gamma", "p0", "q", "x", "Derivation", "vanishes", "focal_loss_expr", "cross_entropy_expr", "gradient_factor_expr",
+    "p", "gamma", "p0", "q", "x", "Label", "Derivation", "vanishes", "focal_loss_expr", "cross_entropy_expr", "gradient_factor_expr",
     "prop1", "shape_of_g", "gamma_one", "prop2", "gamma_star_at_inverse_e", "entropy_bound", "focal_optimum",
     "eq8_prefactor_limit_at_one", "eq8_limit_at_one",
 ]
@@ -62,6 +62,18 @@ _a = sp.Symbol("a", positive=True)          # 1 - p0
 _b = sp.Symbol("b", negative=True)          # p0 log p0
 _W = sp.Symbol("W")                         # a value of Lambert W
 _z = sp.Symbol("z")
+
+
+class Label(sp.Symbol):
+    r"""A symbol that prints as its name, verbatim: the LaTeX label of a displayed expression.
+
+    sympy's LaTeX printer reads a plain symbol's name as base, subscripts and superscripts, so a label such as
+    ``\varphi^{\gamma}(v)`` printed as ``\varphi^{\gamma(v)}`` and ``\ell_1'(q)`` as ``\ell_{1'(q)}``. A Label
+    is printed as written.
+    """
+
+    def _latex(self, printer) -> str:
+        return self.name
 
 
 class Derivation(dict):
@@ -92,7 +104,7 @@ class Derivation(dict):
         lists = [k for k in keys if isinstance(self[k], list)]
         if lists:
             raise TypeError(f"{', '.join(lists)} hold lists of steps; display their items, e.g. display(*d[{lists[0]!r}]).")
-        return [sp.Eq(sp.Symbol(self.labels[k]), self[k], evaluate=False) for k in keys]
+        return [sp.Eq(Label(self.labels[k]), self[k], evaluate=False) for k in keys]
 
 
 def _simplify_in_u(expr, var=p):
@@ -339,7 +351,7 @@ def entropy_bound() -> Derivation:
         (s(-Q[y] * sp.log(P[y])) - gamma * sp.Abs(s(Q[y] * P[y] * sp.log(P[y]))), "= since log p_y <= 0"),
         (s(-Q[y] * sp.log(P[y])) - gamma * sp.Max(Q[j]) * s(sp.Abs(P[y] * sp.log(P[y]))), ">= by Hoelder"),
         (s(-Q[y] * sp.log(P[y])) + gamma * s(P[y] * sp.log(P[y])), ">= since q_j <= 1"),
-        (sp.Symbol(r"\mathcal{L}_c") - gamma * sp.Symbol(r"\mathbb{H}[\hat{p}]"), "= L_c - gamma H[p]"),
+        (Label(r"\mathcal{L}_c") - gamma * Label(r"\mathbb{H}[\hat{p}]"), "= L_c - gamma H[p]"),
     ], r"\text{App. A}", "the printed chain")
     B = d.add("bernoulli_gap", (1 - p) ** gamma - (1 - gamma * p), r"B(p, \gamma)",
               "Bernoulli: B >= 0 on [0, 1] for gamma >= 1; B <= 0 for 0 <= gamma <= 1")

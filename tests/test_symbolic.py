@@ -190,3 +190,41 @@ def test_symbolic_derivations():
     assert t["identity_residual"] == 0 and t["dt_residual"] == 0 and t["at_kappa"] == sympy.Rational(1, 2)
     assert (t["limit_0"], t["limit_1"], t["step_above"], t["step_below"]) == (0, 1, 1, 0)
     assert symbolic.avuc_identity()["residual"] == 0
+
+
+def _derivations():
+    """Every derivation calib.symbolic offers the chapters: the functions of its __all__ that return one."""
+    for name in symbolic.__all__:
+        obj = getattr(symbolic, name)
+        if callable(obj) and not isinstance(obj, type) and name[0].islower() and not name.endswith("_expr"):
+            try:
+                d = obj()
+            except TypeError:                       # needs arguments: not a derivation
+                continue
+            if isinstance(d, symbolic.Derivation):
+                yield name, d
+
+
+def test_every_displayed_label_prints_as_written():
+    """sympy reads a plain symbol's name as base, subscripts and superscripts: the label \\varphi^\\gamma(v)
+    printed as \\varphi^{\\gamma(v)}. Every equation a chapter displays now starts with its label verbatim, and
+    no symbol inside an expression carries LaTeX in its name."""
+    for label, mangled in ((r"\varphi^\gamma(v)", r"\varphi^{\gamma(v)}"), (r"\log g(p_0, \gamma)", r"\log g(p_{0, \gamma)}")):
+        assert sp.latex(sp.Symbol(label)) == mangled                   # the failure this prevents
+        assert sp.latex(symbolic.Label(label)) == label
+    derivations = list(_derivations())
+    assert len(derivations) >= 15
+    checked = 0
+    for name, d in derivations:
+        for key, value in d.items():
+            steps = value if isinstance(value, list) else [value]
+            for step in steps:
+                for part in (step if isinstance(step, tuple) else (step,)):
+                    for sym in getattr(part, "free_symbols", ()):
+                        if isinstance(sym, sp.Symbol) and ("\\" in sym.name or "^" in sym.name):   # LaTeX in the name
+                            assert sp.latex(sym) == sym.name, (name, key, sym.name, sp.latex(sym))
+            if not isinstance(value, list):
+                (eq,) = d.equations(key)
+                assert sp.latex(eq).startswith(d.labels[key] + " = "), (name, key, sp.latex(eq)[:80])
+                checked += 1
+    assert checked > 100
