@@ -90,8 +90,8 @@ class Claim:
         """True when the computation confirmed the verdict (an untested claim is never confirmed)."""
         return self.passed is True
 
-    def _repr_html_(self) -> str:  # shown when a cell ends with a claim: the same line claim() displayed
-        return ""
+    def _ipython_display_(self) -> None:
+        """A cell that ends with a claim shows nothing more: claim() has already printed its line."""
 
     def __repr__(self) -> str:
         return f"Claim({self.id!r}, {self.verdict!r})"
