@@ -12,7 +12,7 @@ FASHION_MNIST_DIR ?= /usr/share/datasets/fashion-mnist
 PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.calib-installed
 
-.PHONY: book test setup data clean
+.PHONY: book test setup data browser clean
 
 book: setup
 	$(PY) -m calib book run --profile $(PROFILE)
@@ -21,7 +21,7 @@ book: setup
 test: setup
 	$(PY) -m pytest
 
-setup: $(STAMP) data
+setup: $(STAMP) data browser
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,20 @@ data:
 	  || echo "Fashion-MNIST: apt-get could not install dataset-fashion-mnist; carrying on without it"; \
 	else \
 	  echo "Fashion-MNIST: not installed (no apt-get or not root); carrying on without it"; \
+	fi
+
+# Debian's chromium, for the test that opens every built page offline (calib book check); when it cannot be
+# installed, that test skips and says why.
+browser:
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then \
+	  echo "chromium: $$(command -v chromium || command -v chromium-browser)"; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  echo "chromium: installing Debian's chromium"; \
+	  (DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >/dev/null 2>&1 || \
+	   (apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >/dev/null 2>&1)) \
+	  || echo "chromium: apt-get could not install it; the browser test will skip"; \
+	else \
+	  echo "chromium: not installed (no apt-get or not root); the browser test will skip"; \
 	fi
 
 clean:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import ast
 import sys
+import time
 from pathlib import Path
 
 from calib import book
@@ -38,6 +39,9 @@ def _parser() -> argparse.ArgumentParser:
                           "confirmed' in the ledger and go on, instead of stopping the chapter")
     build = book_commands.add_parser("build", help="render the executed chapters with jupyter-book")
     build.add_argument("--no-strict", action="store_true", help="do not turn Sphinx warnings into errors")
+    check = book_commands.add_parser("check", help="open every built page in headless chromium, offline, and check "
+                                                   "math, tables, code, images and links (see calib.browser)")
+    check.add_argument("--workers", type=int, default=2, help="pages rendered at once (default 2)")
     _add_train_parser(commands)
     _add_sweep_parser(commands)
     return parser
@@ -205,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
                           strict=not args.no_strict)
         elif args.command == "book" and args.book_command == "build":
             book.build_book(root, strict=not args.no_strict)
+        elif args.command == "book" and args.book_command == "check":
+            return _check_book(root, args.workers)
         elif args.command == "train":
             _train(args)
         elif args.command == "sweep":
@@ -219,6 +225,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"calib: error: {_one_line(exc)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _check_book(root, workers: int) -> int:
+    """``calib book check``: a line per page, the problems found, and exit status 1 when there are any."""
+    from calib import browser
+
+    if workers < 1:
+        raise ValueError(f"workers={workers}: pass 1 or more pages to render at once.")
+    start = time.perf_counter()
+    reports = browser.check_book(root / "_build" / "html", workers=workers)
+    print(f"{'page':48s} {'formulas':>8s} {'errors':>6s} {'images':>6s} {'links':>6s} {'code lines':>10s}")
+    for r in reports:
+        print(f"{r.page:48s} {r.formulas:8d} {r.math_errors:6d} {r.images:6d} {r.links:6d} {r.visible_code_lines:10d}")
+        for problem in r.problems:
+            print(f"    problem: {problem}")
+    bad = [r for r in reports if not r.ok]
+    print(f"[check] {len(reports)} pages in {time.perf_counter() - start:.0f} s: "
+          + (f"{len(bad)} with problems" if bad else "every page reads well"))
+    return 1 if bad else 0
 
 
 def _one_line(exc: BaseException) -> str:

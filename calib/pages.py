@@ -108,7 +108,7 @@ def _entry(c: claims_module.Claim, heading: str) -> list[str]:
         lines += [f"> {_md_with_math(c.quote)}", ""]
     for label, text in (("What holds", c.correction), ("Remark", c.remark)):
         if text:
-            lines += [f"*{label}:* {_md(text)}", ""]
+            lines += [f"*{label}:* {_md_with_math(text)}", ""]
     if c.scale:
         lines += [f"*Scale of the runs:* {_md(_scale_text(c.scale))}", ""]
         if c.scale.get("command"):
@@ -225,10 +225,10 @@ def errata_page(records: list[claims_module.Claim]) -> str:
             for c in (c for c in mine if c.paper == paper):
                 out += [f"**{_md(c.where) or _md(c.id)}** ({_md(c.id)}): {_md(c.statement)}", "",
                         f"> {_md_with_math(c.quote)}", "",
-                        f"*What holds:* {_md(c.correction)} ({_cell_link(c, 'computation')}, "
+                        f"*What holds:* {_md_with_math(c.correction)} ({_cell_link(c, 'computation')}, "
                         f"{_chapter_link(c.chapter)})", ""]
                 if c.remark:
-                    out += [f"*Remark:* {_md(c.remark)}", ""]
+                    out += [f"*Remark:* {_md_with_math(c.remark)}", ""]
                 if c.evidence:
                     out += [f"*Evidence:* {_md(c.evidence)}", ""]
     if not wrong:

@@ -169,3 +169,26 @@ def test_the_command_line_ends_every_user_error_in_one_line(tiny_book, monkeypat
     monkeypatch.setattr(book, "build_book", read_only)
     assert cli.main(["book", "build"]) == 1
     assert capsys.readouterr().err == f"calib: error: {tiny_book / '_build' / 'src'}: Permission denied\n"
+
+
+def test_book_check_needs_a_built_book_and_reports_each_page(tiny_book, monkeypatch, capsys):
+    """`calib book check` ends in one error line without a build, and otherwise prints a line per page and
+    exits 1 when any page has a problem (calib.browser's checks are tested in tests/test_browser.py)."""
+    from calib import browser, cli
+
+    monkeypatch.chdir(tiny_book)
+    assert cli.main(["book", "check"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("calib: error:") and "no built book" in err and err.count("\n") == 1, err
+    assert cli.main(["book", "check", "--workers", "0"]) == 1
+    assert "workers=0" in capsys.readouterr().err
+
+    reports = [browser.PageReport("book/intro.html", formulas=3, links=2),
+               browser.PageReport("chapters/01-good.html", images=1, problems=["image x.png has no alt text"])]
+    monkeypatch.setattr(browser, "check_book", lambda html, workers: reports)
+    assert cli.main(["book", "check"]) == 1
+    out = capsys.readouterr().out
+    assert "book/intro.html" in out and "problem: image x.png has no alt text" in out and "1 with problems" in out
+    reports.pop()
+    assert cli.main(["book", "check"]) == 0
+    assert "every page reads well" in capsys.readouterr().out

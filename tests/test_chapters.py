@@ -61,3 +61,26 @@ def _check_quotes(records):
     texts = {p.name.split("-", 1)[0]: p.read_text(encoding="utf-8") for p in PAPERS_DIR.glob("*.txt")}
     missing = [r.id for r in records if r.quote and r.paper in texts and not quote_in_text(r.quote, texts[r.paper])]
     assert not missing, f"quotes not found verbatim in the paper's text: {missing}"
+
+
+@pytest.mark.chapters
+def test_every_built_page_reads_well_in_a_browser():
+    """After the build above: every page opened in headless Chromium, offline (see calib.browser for the checks)."""
+    from calib import browser
+
+    html = ROOT / "_build" / "html"
+    if not (html / "index.html").is_file():
+        pytest.skip("the book is not built (the test above builds it)")
+    chromium = browser.find_chromium()
+    if chromium is None:
+        pytest.skip("no chromium on the PATH: the rendered pages are not checked (make installs Debian's chromium "
+                    "with apt when it can; or set CALIB_CHROMIUM)")
+    reports = browser.check_book(html, chromium)
+    names = {r.page for r in reports}
+    assert {"book/intro.html", "book/claims.html", *(f"chapters/{n}.html" for n in book.chapters_in_toc(ROOT))} <= names
+    problems = [f"{r.page}: {p}" for r in reports for p in r.problems]
+    assert not problems, "\n".join(problems)
+    # the math is there: the chapters typeset formulas, and the notation page does too
+    formulas = {r.page: r.formulas for r in reports}
+    assert all(formulas[f"chapters/{n}.html"] > 0 for n in book.chapters_in_toc(ROOT) if n != "11-paper-tables")
+    assert formulas["book/notation.html"] > 0

@@ -74,6 +74,14 @@ def test_quotes_keep_their_math_and_escape_the_rest():
     assert pages._md_with_math("costs $5 or more") == r"costs \$5 or more"      # an unpaired dollar stays text
 
 
+def test_remarks_and_corrections_keep_their_math_too():
+    rec = _rec(id="komisarenko2024/r", verdict="imprecise", quote="0.96 \\pm 0.00", correction="s.d. 0.004 at $\\gamma_{ev} = 0.05$",
+               remark="row + $\\gamma_{ev} = 0.05$ of Table 1; a lone $ stays text")
+    for page in (pages.ledger_page([rec], ["02-focal-gradient"]), pages.errata_page([rec])):
+        assert "at $\\gamma_{ev} = 0.05$" in page                 # paired dollars: math
+        assert r"row + \$\\gamma" in page                        # an unpaired dollar in the text: all escaped
+
+
 def test_status_page_and_unlinked_summary():
     timings = {"02-focal-gradient": {"seconds": 11.04, "claims": 7, "ok": True, "profile": "quick",
                                      "finished": "2025-01-01 12:00:00"}}
