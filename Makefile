@@ -12,7 +12,7 @@ FASHION_MNIST_DIR ?= /usr/share/datasets/fashion-mnist
 PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.calib-installed
 
-.PHONY: book test setup data browser clean
+.PHONY: book test student setup data browser clean
 
 book: setup
 	$(PY) -m calib book run --profile $(PROFILE)
@@ -20,6 +20,11 @@ book: setup
 
 test: setup
 	$(PY) -m pytest
+
+# The book without the exercises' solutions, for a course: _build/student/_build/html, and the chapters as
+# notebooks with the solutions removed in _build/student/notebooks (after `make book`).
+student: setup
+	$(PY) -m calib book build --student
 
 setup: $(STAMP) data browser
 

@@ -25,7 +25,8 @@ checks it against this list; DESIGN.md has the plan this follows):
   ``calib.pages`` (the back-matter pages built from the ledger: claims, errata, reproduction, released code,
   execution statistics), ``calib.notebook`` (the helpers chapters share for presentation: glued numbers,
   Markdown tables, number and interval text, CPU timing), ``calib.browser`` (the built book opened in headless
-  Chromium, offline, and checked as a reader sees it), ``calib.cli``
+  Chromium, offline, and checked as a reader sees it), ``calib.exercises`` (self-checks for the exercises:
+  right, close or wrong, never the answer) with its answer key ``calib.exercise_answers``, ``calib.cli``
 
 Submodules are imported on demand (``import calib.metrics``), so that ``import calib`` stays cheap.
 """

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -267,8 +268,13 @@ def timing_table(runs: list[ChapterRun]) -> str:
     return "\n".join(lines)
 
 
-def build_book(root: Path, strict: bool = True) -> Path:
-    """Render the executed chapters with jupyter-book into ``_build/html``; return the index page."""
+def build_book(root: Path, strict: bool = True, student: bool = False) -> Path:
+    """Render the executed chapters with jupyter-book into ``_build/html``; return the index page.
+
+    With ``student=True`` the book is rendered without the exercises' solutions into
+    ``_build/student/_build/html``, and the chapters are also written, solutions removed and unexecuted, as
+    notebooks for students to work in, under ``_build/student/notebooks`` (see :func:`strip_solutions`).
+    """
     build = build_dir(root)
     src = build / "src"
     names = chapters_in_toc(root)
@@ -288,8 +294,11 @@ def build_book(root: Path, strict: bool = True) -> Path:
     (src / "book" / "reproduction.md").write_text(reproduction_page(records), encoding="utf-8")
     (src / "book" / "released-code.md").write_text(released_code_page(records), encoding="utf-8")
     (src / "book" / "status.md").write_text(status_page(timings, names), encoding="utf-8")
-    cmd = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build", str(src), "--path-output", str(root),
-           "--builder", "html"]
+    output = root
+    if student:
+        src, output = _stage_student(root, src, names), build / "student"
+    cmd = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build", str(src), "--path-output",
+           str(output), "--builder", "html"]
     if strict:
         cmd += ["-W", "-n", "--keep-going"]
     start = time.perf_counter()
@@ -297,9 +306,70 @@ def build_book(root: Path, strict: bool = True) -> Path:
     print(f"[book] jupyter-book build: {time.perf_counter() - start:.1f} s")
     if proc.returncode != 0:
         raise ChapterError(f"jupyter-book build failed (exit {proc.returncode}); see the warnings above.")
-    index = build / "html" / "index.html"
+    index = (output / "_build" if student else build) / "html" / "index.html"
     if timings:
         print(timing_table([ChapterRun(n, timings[n]["seconds"], timings[n]["claims"], timings[n]["ok"])
                             for n in names if n in timings]))
     print(f"[book] {index}")
     return index
+
+
+_SOLUTION_BLOCK = re.compile(r"^(?P<fence>`{3,}|:{3,})\{solution\}.*?^(?P=fence)[ \t]*$\n?", re.M | re.S)
+_SOLUTION_START = re.compile(r"^(`{3,}|:{3,})\{solution-start\}", re.M)
+_SOLUTION_END = re.compile(r"^(`{3,}|:{3,})\{solution-end\}[^\n]*\n\1[ \t]*$\n?", re.M)
+
+
+def strip_solutions(nb):
+    """The notebook without its exercises' solutions: every ``{solution}`` block, and everything from a
+    ``{solution-start}`` to its ``{solution-end}`` (Markdown and code cells alike), removed in place; returns it."""
+    cells, inside = [], False
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            if not inside:
+                cells.append(cell)
+            continue
+        kept, text = [], cell.source
+        while text:
+            if inside:
+                end = _SOLUTION_END.search(text)
+                if end is None:
+                    text = ""
+                    break
+                inside, text = False, text[end.end():]
+            else:
+                start = _SOLUTION_START.search(text)
+                if start is None:
+                    kept.append(text)
+                    break
+                kept.append(text[:start.start()])
+                inside, text = True, text[start.start():]
+                first_line_end = text.find("\n")
+                text = "" if first_line_end < 0 else text[first_line_end + 1:]
+        source = _SOLUTION_BLOCK.sub("", "".join(kept)).strip("\n")
+        if source.strip():
+            cell.source = source
+            cells.append(cell)
+    if inside:
+        raise ValueError("a {solution-start} has no {solution-end} after it; close every solution before building "
+                         "the student book.")
+    nb.cells = cells
+    return nb
+
+
+def _stage_student(root: Path, src: Path, names: list[str]) -> Path:
+    """Copy the staged book to ``_build/student/src`` with the solutions removed; write the student notebooks."""
+    import nbformat
+
+    student = build_dir(root) / "student"
+    staged = student / "src"
+    if staged.exists():
+        shutil.rmtree(staged)
+    shutil.copytree(src, staged)
+    notebooks = student / "notebooks"
+    notebooks.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        executed = staged / "chapters" / f"{name}.ipynb"
+        nbformat.write(strip_solutions(nbformat.read(executed, as_version=4)), executed)
+        blank = strip_solutions(_markdown_to_notebook(root / "chapters" / f"{name}.md"))
+        nbformat.write(blank, notebooks / f"{name}.ipynb")
+    return staged

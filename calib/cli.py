@@ -39,6 +39,9 @@ def _parser() -> argparse.ArgumentParser:
                           "confirmed' in the ledger and go on, instead of stopping the chapter")
     build = book_commands.add_parser("build", help="render the executed chapters with jupyter-book")
     build.add_argument("--no-strict", action="store_true", help="do not turn Sphinx warnings into errors")
+    build.add_argument("--student", action="store_true",
+                       help="render the book without the exercises' solutions into _build/student, and write the "
+                            "chapters as notebooks for students (solutions removed) to _build/student/notebooks")
     check = book_commands.add_parser("check", help="open every built page in headless chromium, offline, and check "
                                                    "math, tables, code, images and links (see calib.browser)")
     check.add_argument("--workers", type=int, default=2, help="pages rendered at once (default 2)")
@@ -208,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
             book.run_book(root, profile=args.profile, only=args.only, parameters=params, keep_going=args.keep_going,
                           strict=not args.no_strict)
         elif args.command == "book" and args.book_command == "build":
-            book.build_book(root, strict=not args.no_strict)
+            book.build_book(root, strict=not args.no_strict, student=args.student)
         elif args.command == "book" and args.book_command == "check":
             return _check_book(root, args.workers)
         elif args.command == "train":

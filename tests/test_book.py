@@ -192,3 +192,25 @@ def test_book_check_needs_a_built_book_and_reports_each_page(tiny_book, monkeypa
     reports.pop()
     assert cli.main(["book", "check"]) == 0
     assert "every page reads well" in capsys.readouterr().out
+
+
+def test_strip_solutions_removes_every_form_of_solution_and_keeps_the_rest():
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("## Exercises\n\n```{exercise} One\n:label: ex-one\n\nShow it.\n```\n\n"
+                                      "```{solution-start} ex-one\n:class: dropdown\n```\n\nIt follows from A."),
+        nbformat.v4.new_code_cell("answer = 42  # inside the solution"),
+        nbformat.v4.new_markdown_cell("So 42.\n\n```{solution-end}\n```\n\n```{exercise} Two\n:label: ex-two\n\n"
+                                      "Compute it.\n```\n\n````{solution} ex-two\n:class: dropdown\n\n```python\nx = 1\n```\n"
+                                      "Secret text.\n````\n\nAfter it."),
+        nbformat.v4.new_code_cell("starter = None  # students fill this in"),
+    ])
+    out = book.strip_solutions(nb)
+    text = "\n".join(c.source for c in out.cells)
+    assert "42" not in text and "Secret" not in text and "It follows" not in text and "solution" not in text
+    assert "Show it." in text and "Compute it." in text and "After it." in text and "starter" in text
+    assert [c.cell_type for c in out.cells] == ["markdown", "markdown", "code"]
+    broken = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("```{solution-start} ex\n```\nopen")])
+    with pytest.raises(ValueError, match="no {solution-end}"):
+        book.strip_solutions(broken)

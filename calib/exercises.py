@@ -1,0 +1,192 @@
+"""Self-checks for the book's exercises: ``check("ex-label", part=answer)`` says right, close or wrong, and never
+shows the expected answer.
+
+A student works an exercise in the chapter's notebook and checks each part::
+
+    from calib.exercises import check
+    check("ex-g-gamma-one", threshold=0.3679, maximum=1.1353)
+
+prints one line per part, e.g. ``ex-g-gamma-one threshold: right`` or ``maximum: close (agrees to 1e-3, not to
+1e-9: carry more digits)``. The expected values are computed by :mod:`calib` from the exercise's data when
+first asked (nothing here is a typed-in number that could drift from the library), and are never printed.
+
+The book's own solutions end with ``check(..., strict=True)``: a solution whose answer is not right raises
+:class:`ExerciseError`, so the book does not build with a wrong solution.
+
+Answers are compared by kind:
+
+- numbers and arrays: ``right`` within ``rtol``/``atol``, ``close`` within ``close_factor`` times those
+  (a rounding or precision slip), else ``wrong``; a shape that differs is ``wrong``;
+- sympy expressions: ``right`` when the difference simplifies to 0, else ``wrong``; a plain number against a
+  symbolic value is compared numerically;
+- booleans, integers and strings: equal or not (strings ignore case and surrounding blanks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from calib.exercise_answers import EXERCISES, Exercise, Expected, register
+
+__all__ = ["Expected", "Exercise", "ExerciseError", "PartResult", "CheckResult", "EXERCISES", "register",
+           "check", "labels", "parts_of"]
+
+
+class ExerciseError(AssertionError):
+    """A solution's answer is not right (raised by ``check(..., strict=True)``)."""
+
+
+_CACHE: dict[tuple[str, str], Any] = {}
+
+
+def labels(chapter: str | None = None) -> list[str]:
+    """The labels of the exercises that have a self-check (those of one chapter when ``chapter`` is given)."""
+    _load()
+    return sorted(l for l, e in EXERCISES.items() if chapter is None or e.chapter == chapter)
+
+
+def parts_of(label: str) -> list[str]:
+    """The names of the parts ``check(label, ...)`` accepts."""
+    return list(_exercise(label).parts)
+
+
+@dataclass
+class PartResult:
+    part: str
+    verdict: str            # "right", "close" or "wrong"
+    detail: str = ""
+
+    def line(self, label: str) -> str:
+        return f"{label} {self.part}: {self.verdict}" + (f" ({self.detail})" if self.detail else "")
+
+
+@dataclass
+class CheckResult:
+    """What ``check`` found, part by part; true when every part given is right."""
+
+    label: str
+    parts: list[PartResult] = field(default_factory=list)
+
+    @property
+    def right(self) -> bool:
+        return all(p.verdict == "right" for p in self.parts)
+
+    def __bool__(self) -> bool:
+        return self.right
+
+    def __str__(self) -> str:
+        return "\n".join(p.line(self.label) for p in self.parts)
+
+    def _ipython_display_(self) -> None:      # check() has printed its lines; a cell ending with it adds nothing
+        pass
+
+
+def check(label: str, answer=None, /, *, strict: bool = False, quiet: bool = False, **parts) -> CheckResult:
+    """Check answers to an exercise without revealing the expected ones.
+
+    Parameters
+    ----------
+    label : str
+        The exercise's label, as in the book (``labels()`` lists them).
+    answer : optional
+        The answer, for an exercise with a single part (named ``answer``).
+    strict : bool
+        Raise :class:`ExerciseError` unless every part given is right (the book's solutions use it).
+    quiet : bool
+        Print nothing.
+    **parts
+        The answer to each named part (``parts_of(label)`` lists them). Parts not given are not checked.
+
+    Returns
+    -------
+    CheckResult
+        ``right``/``close``/``wrong`` per part; true when all are right.
+    """
+    exercise = _exercise(label)
+    if answer is not None:
+        if "answer" in parts:
+            raise ValueError("give the answer either positionally or as answer=..., not both.")
+        parts["answer"] = answer
+    if not parts:
+        raise ValueError(f"check({label!r}) was given no answer; its parts are: {', '.join(exercise.parts)}.")
+    unknown = [name for name in parts if name not in exercise.parts]
+    if unknown:
+        raise ValueError(f"exercise {label!r} has no part {unknown[0]!r}; its parts are: "
+                         f"{', '.join(exercise.parts)}.")
+    result = CheckResult(label)
+    for name, given in parts.items():
+        expected = exercise.parts[name]
+        key = (label, name)
+        if key not in _CACHE:
+            _CACHE[key] = expected.compute()
+        result.parts.append(_compare(name, given, _CACHE[key], expected))
+    if not quiet:
+        print(result)
+    if strict and not result.right:
+        raise ExerciseError(f"the solution to {label} is not right: "
+                            + "; ".join(p.line(label) for p in result.parts if p.verdict != "right"))
+    return result
+
+
+def _exercise(label: str) -> Exercise:
+    _load()
+    if not isinstance(label, str) or label not in EXERCISES:
+        raise ValueError(f"label={label!r} is not an exercise with a self-check; calib.exercises.labels() lists "
+                         f"them (the label is the one under the exercise's title in the book).")
+    return EXERCISES[label]
+
+
+def _compare(name: str, given, expected, spec: Expected) -> PartResult:
+    hint = f"; {spec.hint}" if spec.hint else ""
+    if _is_symbolic(expected) or _is_symbolic(given):
+        return _compare_symbolic(name, given, expected, spec, hint)
+    if isinstance(expected, (bool, np.bool_)) or isinstance(expected, str):
+        same = (str(given).strip().lower() == expected.strip().lower()) if isinstance(expected, str) \
+            else (isinstance(given, (bool, np.bool_)) and bool(given) == bool(expected))
+        return PartResult(name, "right" if same else "wrong", "" if same else hint.removeprefix("; "))
+    try:
+        g = np.asarray(given, dtype=float)
+    except (TypeError, ValueError):
+        return PartResult(name, "wrong", f"expected a number or an array of numbers, got {type(given).__name__}")
+    e = np.asarray(expected, dtype=float)
+    if g.shape != e.shape:
+        return PartResult(name, "wrong", f"shape {g.shape}, expected shape {e.shape}")
+    if not np.all(np.isfinite(g)):
+        return PartResult(name, "wrong", "the answer holds a nan or an infinity")
+    if np.allclose(g, e, rtol=spec.rtol, atol=spec.atol):
+        return PartResult(name, "right")
+    if np.allclose(g, e, rtol=spec.rtol * spec.close_factor, atol=spec.atol * spec.close_factor):
+        return PartResult(name, "close", f"agrees to about {spec.rtol * spec.close_factor:.0e}, not to "
+                                         f"{spec.rtol:.0e}: carry more digits or compute in float64{hint}")
+    return PartResult(name, "wrong", hint.removeprefix("; "))
+
+
+def _is_symbolic(value) -> bool:
+    try:
+        import sympy
+    except ImportError:         # pragma: no cover - sympy is a dependency
+        return False
+    return isinstance(value, sympy.Basic) and not value.is_number
+
+
+def _compare_symbolic(name, given, expected, spec, hint) -> PartResult:
+    import sympy
+
+    def plain(expr):        # symbols compared by name: a student's Symbol("gamma") is the key's gamma
+        expr = sympy.sympify(expr)
+        return expr.subs({s: sympy.Symbol(s.name) for s in expr.free_symbols})
+
+    try:
+        difference = sympy.simplify(plain(given) - plain(expected))
+    except (sympy.SympifyError, TypeError) as exc:
+        return PartResult(name, "wrong", f"not an expression sympy can read ({type(exc).__name__})")
+    if difference == 0:
+        return PartResult(name, "right")
+    return PartResult(name, "wrong", hint.removeprefix("; "))
+
+
+def _load() -> None:
+    """The answer key is :mod:`calib.exercise_answers`, registered when it is imported (above)."""

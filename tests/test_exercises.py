@@ -1,0 +1,68 @@
+"""calib.exercises: right, close or wrong, never the answer; and every registered answer is what the library
+computes."""
+
+import numpy as np
+import pytest
+import sympy as sp
+
+from calib import exercises
+from calib.exercises import Expected, check
+
+
+@pytest.fixture
+def toy():
+    exercises._load()
+    label = "ex-test-toy"
+    exercises.register(label, "00-test", value=Expected(lambda: np.pi, rtol=1e-6, atol=0),
+                       vector=Expected(lambda: np.array([0.5, 0.25]), rtol=1e-9, atol=0),
+                       formula=Expected(lambda: sp.Symbol("x") ** 2 - 1), yes=Expected(lambda: True),
+                       name=Expected(lambda: "top class"))
+    yield label
+    exercises.EXERCISES.pop(label)
+    for key in [k for k in exercises._CACHE if k[0] == label]:
+        exercises._CACHE.pop(key)
+
+
+def test_right_close_and_wrong_and_the_answer_is_never_shown(toy, capsys):
+    x = sp.Symbol("x")
+    result = check(toy, value=3.14159265, vector=[0.5, 0.25], formula=(x - 1) * (x + 1), yes=True, name=" Top Class")
+    assert result.right and bool(result)
+    assert [p.verdict for p in check(toy, value=3.1416).parts] == ["close"]
+    assert [p.verdict for p in check(toy, value=3.0).parts] == ["wrong"]
+    assert [p.verdict for p in check(toy, vector=[0.5, 0.25, 0.0]).parts] == ["wrong"]
+    assert [p.verdict for p in check(toy, formula=x ** 2 + 1).parts] == ["wrong"]
+    assert [p.verdict for p in check(toy, yes=False, name="bottom").parts] == ["wrong", "wrong"]
+    assert [p.verdict for p in check(toy, value=float("nan")).parts] == ["wrong"]
+    out = capsys.readouterr().out
+    assert "3.14159" not in out.replace("3.14159265", "") and "0.25" not in out and "x**2" not in out
+    assert "ex-test-toy value: close" in out
+
+
+def test_strict_raises_on_a_wrong_solution_and_bad_calls_are_explained(toy):
+    with pytest.raises(exercises.ExerciseError, match="not right"):
+        check(toy, value=3.0, strict=True, quiet=True)
+    with pytest.raises(ValueError, match="label='ex-nope' is not an exercise"):
+        check("ex-nope", 1)
+    with pytest.raises(ValueError, match="no part 'valu'"):
+        check(toy, valu=1)
+    with pytest.raises(ValueError, match="was given no answer"):
+        check(toy)
+    with pytest.raises(ValueError, match="registered twice"):
+        exercises.register(toy, "00-test", value=Expected(lambda: 1))
+
+
+def test_every_registered_answer_computes_and_accepts_itself():
+    for label in exercises.labels():
+        for part in exercises.parts_of(label):
+            expected = exercises.EXERCISES[label].parts[part].compute()
+            assert check(label, quiet=True, **{part: expected}).right, (label, part)
+
+
+def test_the_chapter_two_and_three_answers_are_the_closed_forms():
+    assert check("ex-g-gamma-one", threshold=np.exp(-1), argmax=np.exp(-2), maximum=1 + np.exp(-2), quiet=True)
+    assert not check("ex-g-gamma-one", threshold=0.4, quiet=True)      # "p0 = 0.4 for gamma = 1" is the paper's
+    gamma = sp.Symbol("gamma", nonnegative=True)
+    assert check("ex-g-near-one", limit=gamma + 1, quiet=True)
+    assert check("ex-g-near-one", limit=sp.Symbol("gamma") + 1, quiet=True)      # assumptions do not matter
+    assert not check("ex-g-near-one", limit=gamma, quiet=True)
+    assert check("ex-gamma-star-near-half", slope=8 * (1 - np.log(2)) / np.log(2) ** 2, quiet=True)
