@@ -51,6 +51,7 @@ class Classifier(nn.Module):
         self.head = head
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The logits (N, K) of a batch of inputs ``x``: ``head(features(x))``."""
         return self.head(self.features(x))
 
 

@@ -61,6 +61,7 @@ def _chapter_link(chapter: str) -> str:
     return f"{{doc}}`/chapters/{chapter}`"
 
 
+#: What each verdict means, as the claims page's vocabulary table states it.
 VERDICT_MEANINGS = {
     "holds": "true as printed (a remark may add precision, such as the exact value behind a rounded number)",
     "imprecise": "true in substance, but a printed number is rounded beyond what its context implies, or a "
@@ -74,6 +75,7 @@ VERDICT_MEANINGS = {
                     "interval)",
     "untested": "needs compute or data not available here; the entry gives the command that would test it",
 }
+#: What a claim can be about (the paper's text, the authors' released code, or the book's own finding).
 ABOUT_MEANINGS = {"paper": "the paper's text", "code": "the authors' released code (never an erratum of the paper)",
                   "book": "the book's own finding, extending a paper"}
 
