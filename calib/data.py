@@ -324,6 +324,8 @@ class DatasetNotFoundError(FileNotFoundError):
 #: Official download locations and the MD5 checksums their authors publish (Fashion-MNIST, the README of
 #: zalandoresearch/fashion-mnist; CIFAR: https://www.cs.toronto.edu/~kriz/cifar.html; SVHN: the checksums
 #: of http://ufldl.stanford.edu/housenumbers/ as listed in torchvision's ``datasets/svhn.py``).
+#:
+#: :meta hide-value:
 SOURCES = {
     "fashion-mnist": {
         "train-images-idx3-ubyte.gz": (
@@ -720,6 +722,8 @@ def _load_gaussian_1d(root, download, seed):
 
 
 #: The datasets :func:`load_dataset` knows, by name.
+#:
+#: :meta hide-value:
 DATASETS = {
     "fashion-mnist": _load_fashion_mnist, "cifar10": _load_cifar10, "cifar100": _load_cifar100,
     "svhn": _load_svhn, "digits": _load_digits, "breast-cancer": _load_breast_cancer,

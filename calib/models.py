@@ -424,6 +424,8 @@ def densenet(blocks=(6, 12, 24, 16), growth: int = 32, reduction: float = 0.5, i
 # ------------------------------------------------------------------------------------------ the registry
 
 #: Names accepted by :func:`build_model`, with what they build (``<...>`` marks a parameter).
+#:
+#: :meta hide-value:
 MODEL_NAMES = {
     "linear": "softmax regression on the flattened input",
     "linear-nobias": "bias-free softmax regression (Mukhoti et al. 2020, App. B)",

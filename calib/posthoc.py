@@ -25,6 +25,8 @@ from calib.focal import focal_map
 from calib.focal._numerics import check_gamma, log1p_gamma_r_negative, log_one_minus_r, r_top
 
 #: Mukhoti et al. (2020)'s temperature grid, 0.1, 0.2, ..., 10.0 (official code, ``temperature_scaling.py``).
+#:
+#: :meta hide-value:
 MUKHOTI_GRID = np.round(np.arange(1, 101) * 0.1, 10)
 
 #: Bracket for the NLL fit, in temperature. An optimum outside it is reported, never clamped.
@@ -262,6 +264,8 @@ __all__ = ["TemperatureScaling", "fit_temperature_nll", "fit_temperature_grid", 
 KOMISARENKO_GAMMAS = np.array([-0.5, -0.25, 0.05, 0.25, 0.37, 0.5, 0.75, 1.0, 5.0])
 #: The temperature grid of focal temperature scaling (Komisarenko & Kull 2024, Sec. 5.1), T = 0.01, 0.02,
 #: ..., 5.00 (500 values).
+#:
+#: :meta hide-value:
 KOMISARENKO_TEMPERATURES = np.round(np.arange(1, 501) * 0.01, 10)
 
 #: Rows of a block of the grid kernel: about this many logits per block, so that its temporaries stay in cache.

@@ -21,6 +21,8 @@ PUBLISHED_TABLE_COLUMNS = ("paper", "table", "caption", "section", "n_rows", "n_
                            "comment")
 #: The printed stage labels and the post-hoc map of :data:`calib.experiments.POSTHOC_MAPS` (or other label)
 #: each stands for.
+#:
+#: :meta hide-value:
 STAGE_MAPS = {"pre-T": "none", "post-T": "ts", "": "none", "original": "none", "TS": "ts", "FTS": "fts",
               "TS-SB-ECE": "ts-sb-ece", "Dirichlet": "dirichlet", "MetaMis": "meta-mis", "MetaAcc": "meta-acc"}
 
@@ -435,6 +437,8 @@ def reproduction_rows(tables, tests: dict, covered: dict, scale: str, command: s
 
 #: Printed loss labels of the same training loss in different papers (by :func:`label_key`) -> one name, the
 #: chapter 10 label. Zhou et al.'s "FL-53" is FLSD-53 (their App. E.1), "XE" is cross-entropy.
+#:
+#: :meta hide-value:
 LOSS_ALIASES = {"crossentropy": "ce", "xe": "ce", "nll": "ce", "brierloss": "brier", "mmce": "mmce",
                 "ls005": "ls-0.05", "fl1": "fl-1", "fl3": "fl-3", "flsd53": "flsd-53", "fl53": "flsd-53",
                 "focaltr1": "fl-1", "focaltr3": "fl-3", "focaltr7": "fl-7", "invfl": "inverse", "dual": "dual",

@@ -48,6 +48,8 @@ AUGMENTATIONS = ("crop-flip", "crop", "flip", "none")
 DEFAULT_AUGMENT = {"cifar10": "crop-flip", "cifar100": "crop-flip", "fashion-mnist": "crop-flip", "svhn": "crop"}
 #: log10-spaced edges of the per-sample last-layer gradient-norm histograms (Fig. 4b-d); norms outside
 #: [1e-8, 1e2] are counted in the first or last bin.
+#:
+#: :meta hide-value:
 GRAD_NORM_EDGES = np.logspace(-8, 2, 61)
 _QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 #: Config fields that may differ between a run and its resumption (they do not change what is computed).

@@ -57,6 +57,8 @@ FLSD_53_TABLE4 = GammaSchedule("FLSD-53 (Table 4 caption)", (0.2,), (5.0, 3.0), 
 #: FLSD-532, gamma = 5 on [0, 0.2), 3 on [0.2, 0.5) and 2 on [0.5, 1] (Mukhoti et al. 2020, App. E).
 FLSD_532 = GammaSchedule("FLSD-532", (0.2, 0.5), (5.0, 3.0, 2.0), "left", "Mukhoti et al. (2020), App. E")
 #: The schedules by their loss names.
+#:
+#: :meta hide-value:
 SCHEDULES = {"flsd-53": FLSD_53, "flsd-532": FLSD_532}
 
 
