@@ -3,17 +3,19 @@
 One execution, by papermill; jupyter-book only renders (``execute_notebooks: "off"`` in ``_config.yml``).
 The layout under ``_build/``:
 
+=======================  =================================================================================
 ``_build/src/``          the staged book source: ``_config.yml``, ``_toc.yml``, ``book/`` and the executed
                          chapters as ``chapters/NN-slug.ipynb``, plus the generated ledger, errata and
                          execution-statistics pages
 ``_build/claims.jsonl``  the claims ledger, one JSON object per claim (see :mod:`calib.claims`)
 ``_build/timings.json``  wall time of each chapter's last execution
 ``_build/html/``         the rendered book
+=======================  =================================================================================
 
 This module is the runner only. The back-matter pages it writes come from :mod:`calib.pages`; the helpers that
 chapters share for presentation (glue, tables, number text) are in :mod:`calib.notebook`, and
-:func:`glue_number` and :func:`markdown_table` are re-exported here for the chapters that import them from
-``calib.book``. :func:`repo_root` is :func:`calib.claims.repo_root`.
+:func:`~calib.notebook.glue_number` and :func:`~calib.notebook.markdown_table` are re-exported here for the chapters
+that import them from ``calib.book``. ``repo_root`` is :func:`calib.claims.repo_root`.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ from calib.pages import errata_page, ledger_page, released_code_page, reproducti
 __all__ = ["PROFILES", "ChapterError", "ChapterRun", "repo_root", "build_dir", "chapters_in_toc", "run_chapter",
            "run_book", "timing_table", "build_book", "glue_number", "markdown_table"]
 
+#: The execution profiles, ``quick`` (CPU, seconds to a few minutes a chapter) or ``full`` (paper scale, GPU
+#: if present).
 PROFILES = ("quick", "full")
 
 
@@ -47,6 +51,7 @@ class ChapterError(RuntimeError):
 
 
 def build_dir(root: Path) -> Path:
+    """The build folder of the book at ``root``: ``root / "_build"``."""
     return root / "_build"
 
 
@@ -260,6 +265,7 @@ def run_book(root: Path, profile: str = "quick", only: list[str] | None = None, 
 
 
 def timing_table(runs: list[ChapterRun]) -> str:
+    """A plain-text table of chapter runs (name, seconds, claims, status), as the runner prints it."""
     lines = ["", f"{'chapter':<40} {'seconds':>9} {'claims':>7}  status", "-" * 66]
     for run in runs:
         lines.append(f"{run.name:<40} {run.seconds:>9.1f} {run.claims:>7}  {'ok' if run.ok else 'FAILED'}")
@@ -301,8 +307,10 @@ def build_book(root: Path, strict: bool = True, student: bool = False) -> Path:
            str(output), "--builder", "html"]
     if strict:
         cmd += ["-W", "-n", "--keep-going"]
+    # The API reference (book/api/) imports calib with autodoc: this checkout's calib, whichever one is installed.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(Path(root).resolve()), os.environ.get("PYTHONPATH")) if p)}
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=root)
+    proc = subprocess.run(cmd, cwd=root, env=env)
     print(f"[book] jupyter-book build: {time.perf_counter() - start:.1f} s")
     if proc.returncode != 0:
         raise ChapterError(f"jupyter-book build failed (exit {proc.returncode}); see the warnings above.")

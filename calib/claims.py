@@ -53,7 +53,7 @@ CORRECTED = ("imprecise", "typo", "false")
 #: Verdicts about an empirical statement that our runs do not confirm.
 EMPIRICAL = ("not-reproduced", "inconclusive", "untested")
 ABOUT = ("paper", "code", "book")
-#: Keys of ``scale``: what our runs (or the runs that would test an untested claim) are made of.
+#: Keys of ``scale``, what our runs (or the runs that would test an untested claim) are made of.
 SCALE_KEYS = ("data", "model", "epochs", "seeds", "n")
 
 #: Claims recorded in this process, in order.
@@ -82,7 +82,7 @@ class Claim:
 
     @property
     def anchor(self) -> str:
-        """The HTML id of the claim's line in its chapter: ``claim-<paper>-<name>``."""
+        """The HTML id of the claim's line in its chapter, ``claim-<paper>-<name>``."""
         return claim_anchor(self.id)
 
     @property
@@ -98,6 +98,8 @@ class Claim:
 
 
 def claim_anchor(claim_id: str) -> str:
+    """The HTML id of a claim's line in its chapter, ``claim-<paper>-<name>`` with every run of other characters
+    than a-z and 0-9 made one hyphen."""
     return "claim-" + re.sub(r"[^a-z0-9]+", "-", claim_id.lower()).strip("-")
 
 

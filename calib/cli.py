@@ -201,6 +201,10 @@ def _train(args) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the ``calib`` command with ``argv`` (default: the command line); returns the exit status.
+
+    ``python -m calib --help`` lists the subcommands and ``python -m calib <command> --help`` their options.
+    """
     args = _parser().parse_args(argv)
     if args.command in ("train", "sweep"):
         pin_cpu_kernels()                           # before torch is imported: runs retrain bit for bit

@@ -321,9 +321,11 @@ class DatasetNotFoundError(FileNotFoundError):
     """A dataset's files are neither on disk nor downloadable; the message says how to get them."""
 
 
-#: Official download locations and the MD5 checksums their authors publish (Fashion-MNIST: the README of
+#: Official download locations and the MD5 checksums their authors publish (Fashion-MNIST, the README of
 #: zalandoresearch/fashion-mnist; CIFAR: https://www.cs.toronto.edu/~kriz/cifar.html; SVHN: the checksums
 #: of http://ufldl.stanford.edu/housenumbers/ as listed in torchvision's ``datasets/svhn.py``).
+#:
+#: :meta hide-value:
 SOURCES = {
     "fashion-mnist": {
         "train-images-idx3-ubyte.gz": (
@@ -581,10 +583,12 @@ class Dataset:
 
     @property
     def input_shape(self) -> tuple:
+        """The shape of one input, e.g. (3, 32, 32) for CIFAR or (d,) for tabular data."""
         return tuple(self.x_train.shape[1:])
 
     @property
     def is_image(self) -> bool:
+        """Whether the inputs are images, of shape (N, C, H, W)."""
         return self.x_train.ndim == 4
 
     def subset(self, n_train: int | None = None, n_val: int | None = None, n_test: int | None = None,
@@ -718,6 +722,8 @@ def _load_gaussian_1d(root, download, seed):
 
 
 #: The datasets :func:`load_dataset` knows, by name.
+#:
+#: :meta hide-value:
 DATASETS = {
     "fashion-mnist": _load_fashion_mnist, "cifar10": _load_cifar10, "cifar100": _load_cifar100,
     "svhn": _load_svhn, "digits": _load_digits, "breast-cancer": _load_breast_cancer,
@@ -736,7 +742,7 @@ def dataset_names() -> str:
 
 
 def load_dataset(name: str, root=None, download: bool = True, seed: int = 0) -> Dataset:
-    """The dataset called ``name`` with its fixed train / validation / test splits (:data:`SPLITS`).
+    """The dataset called ``name`` with its fixed train / validation / test splits (``calib.data.SPLITS``).
 
     Parameters
     ----------

@@ -14,7 +14,7 @@ back, and :func:`matching_run` reads one stored run when it is the run a chapter
 :data:`POSTHOC_MAPS` on a run's validation logits and scores the test logits with every metric of
 :data:`METRICS`, giving one row per (run, map, metric): the long format that :func:`summarise` and
 :func:`paired_difference` turn into the chapter's tables and intervals. The papers' own tables
-(:mod:`calib.published`) come in the same long format through :func:`published_rows`.
+(:mod:`calib.published`) come in the same long format through :func:`calib.published.published_rows`.
 """
 
 from __future__ import annotations
@@ -289,6 +289,7 @@ class StoredRun:
 
     @property
     def config(self) -> TrainConfig:
+        """The run's training configuration, read back from its ``meta.json``."""
         return config_from_meta(self.path / "meta.json")
 
 
@@ -367,7 +368,7 @@ def load_store(root, model: str | None = None) -> list:
 #: Psi^gamma with the training gamma (fixed-gamma focal losses only; Komisarenko & Kull, Sec. 3.3, Eq. 1);
 #: temperature scaling by SB-ECE (Karandikar et al. 2021, Sec. 5.2).
 POSTHOC_MAPS = ("none", "ts-nll", "ts-ece", "fts", "psi", "ts-sb-ece")
-#: The test metrics of chapter 10 (15 bins for the binned ones): ``ece`` is equal-width (Mukhoti et al.'s
+#: The test metrics of chapter 10 (15 bins for the binned ones). ``ece`` is equal-width (Mukhoti et al.'s
 #: ECE), ``adaece`` equal-mass (their AdaECE, and Komisarenko & Kull's ECE), ``ece_em_l2`` the equal-mass
 #: l2 ECE that Karandikar et al. (2021) report, ``mean_confidence`` the mean top-label confidence (with
 #: ``accuracy``, the over- or under-confidence Zhou et al. 2025 read from their Fig. 3).

@@ -2,7 +2,7 @@
 
 Every metric takes ``probs`` of shape (N, K), rows summing to 1, and integer ``labels`` of shape (N,) in
 [0, K); numpy arrays and torch tensors are both accepted, and the result is a Python float. Inputs are
-checked by :mod:`calib._validate`, which raises a ValueError naming the argument, the problem and the fix.
+checked by ``calib._validate``, which raises a ValueError naming the argument, the problem and the fix.
 
 Conventions shared by the binned metrics (the peer libraries differ on each; see the docstrings):
 
@@ -774,7 +774,7 @@ def confidence_range(kind: str, n_classes: int) -> tuple[float, float]:
 
     MSP: [1/K, 1]; margin: [0, 1]; negative entropy: [-ln K, 0]; negative Gini impurity: [1/K - 1, 0]. Zhou et
     al. (2025) do not state the bin edges of their smoothed CDF (Eqs. 13-15) for any CSF; equal-width bins on
-    this range are the book's choice (:func:`calib.losses.au_weights`).
+    this range are the book's choice (:func:`calib.losses.batch.au_weights`).
     """
     check_choice(kind, "kind", CSFS)
     k = check_int(n_classes, "n_classes", minimum=2)

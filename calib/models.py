@@ -51,6 +51,7 @@ class Classifier(nn.Module):
         self.head = head
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The logits (N, K) of a batch of inputs ``x``: ``head(features(x))``."""
         return self.head(self.features(x))
 
 
@@ -423,6 +424,8 @@ def densenet(blocks=(6, 12, 24, 16), growth: int = 32, reduction: float = 0.5, i
 # ------------------------------------------------------------------------------------------ the registry
 
 #: Names accepted by :func:`build_model`, with what they build (``<...>`` marks a parameter).
+#:
+#: :meta hide-value:
 MODEL_NAMES = {
     "linear": "softmax regression on the flattened input",
     "linear-nobias": "bias-free softmax regression (Mukhoti et al. 2020, App. B)",

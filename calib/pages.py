@@ -24,6 +24,8 @@ __all__ = ["PAPERS", "VERDICT_MEANINGS", "ABOUT_MEANINGS", "vocabulary_table", "
            "errata_page", "reproduction_page", "released_code_page", "status_page"]
 
 #: The papers the ledger files claims under, in the order the pages list them, with their citation text.
+#:
+#: :meta hide-value:
 PAPERS = {
     "mukhoti2020": "Mukhoti et al. (2020), *Calibrating Deep Neural Networks using Focal Loss*",
     "komisarenko2024": "Komisarenko & Kull (2024), *Improving Calibration by Relating Focal Loss, Temperature "
@@ -61,6 +63,9 @@ def _chapter_link(chapter: str) -> str:
     return f"{{doc}}`/chapters/{chapter}`"
 
 
+#: What each verdict means, as the claims page's vocabulary table states it.
+#:
+#: :meta hide-value:
 VERDICT_MEANINGS = {
     "holds": "true as printed (a remark may add precision, such as the exact value behind a rounded number)",
     "imprecise": "true in substance, but a printed number is rounded beyond what its context implies, or a "
@@ -74,6 +79,9 @@ VERDICT_MEANINGS = {
                     "interval)",
     "untested": "needs compute or data not available here; the entry gives the command that would test it",
 }
+#: What a claim can be about (the paper's text, the authors' released code, or the book's own finding).
+#:
+#: :meta hide-value:
 ABOUT_MEANINGS = {"paper": "the paper's text", "code": "the authors' released code (never an erratum of the paper)",
                   "book": "the book's own finding, extending a paper"}
 

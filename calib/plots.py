@@ -13,7 +13,7 @@ def reliability_diagram(probs, labels, n_bins: int = 15, binning: str = "uniform
 
     As in Mukhoti et al. (2020), Fig. 1 (after Guo et al. 2017, Fig. 1): one bar per bin at the bin's
     accuracy A_i; the gap to the bin's mean confidence C_i is shaded (red: over-confident, C_i > A_i; blue:
-    under-confident); the lower panel shows |B_i| / N. Empty bins draw nothing.
+    under-confident); the lower panel shows ``|B_i| / N``. Empty bins draw nothing.
 
     Parameters
     ----------

@@ -24,7 +24,9 @@ from calib._validate import (as_float_array, as_logits_labels, as_scores, check_
 from calib.focal import focal_map
 from calib.focal._numerics import check_gamma, log1p_gamma_r_negative, log_one_minus_r, r_top
 
-#: Mukhoti et al. (2020)'s temperature grid (official code, ``temperature_scaling.py``): 0.1, 0.2, ..., 10.0.
+#: Mukhoti et al. (2020)'s temperature grid, 0.1, 0.2, ..., 10.0 (official code, ``temperature_scaling.py``).
+#:
+#: :meta hide-value:
 MUKHOTI_GRID = np.round(np.arange(1, 101) * 0.1, 10)
 
 #: Bracket for the NLL fit, in temperature. An optimum outside it is reported, never clamped.
@@ -136,7 +138,7 @@ class TemperatureScaling:
         For the grid objective, the validation score at each grid temperature.
     at_edge : {"low", "high"} or None
         For the grid objective, whether the best temperature is the grid's smallest ("low") or largest ("high"):
-        the optimum may then lie outside the grid, and :meth:`fit` warns (:class:`GridEdgeWarning`) with a grid
+        the optimum may then lie outside the grid, and :meth:`fit` warns (``calib.posthoc.GridEdgeWarning``) with a grid
         to try instead.
     optimizer_result : scipy.optimize.OptimizeResult or None
         For "sb-ece", the optimiser's report (``fun`` is the validation SB-ECE at the fitted T).
@@ -158,6 +160,7 @@ class TemperatureScaling:
         self.optimizer_result = None
 
     def fit(self, logits, labels) -> "TemperatureScaling":
+        """Fit T on validation logits (N, K) and integer labels (N,) by ``objective``; returns self."""
         if self.objective == "nll":
             self.temperature = fit_temperature_nll(logits, labels)
         elif self.objective == "sb-ece":
@@ -195,7 +198,7 @@ def fit_temperature_sb_ece(logits, labels, n_bins: int = 15, sb_temperature: flo
     r"""TS-SB-ECE: the temperature minimising the soft-binned ECE of ``softmax(logits / T)``.
 
     Karandikar et al. (2021), Sec. 4.1 (end) and Sec. 5.2: temperature scaling with the SB-ECE objective
-    (:func:`calib.losses.soft_binned_ece_loss`: M = ``n_bins``, soft-binning temperature ``sb_temperature``,
+    (:func:`calib.losses.batch.soft_binned_ece_loss`: M = ``n_bins``, soft-binning temperature ``sb_temperature``,
     ``norm``, ``estimator``) instead of the NLL. The paper trains T "by gradient descent for a small constant
     number of epochs" and states neither the SB-ECE variant nor the optimiser; the book's choice is
     deterministic and full-batch:
@@ -257,9 +260,12 @@ __all__ = ["TemperatureScaling", "fit_temperature_nll", "fit_temperature_grid", 
 # Focal temperature scaling (Komisarenko & Kull 2024, Secs. 4.2 and 5)
 # ----------------------------------------------------------------------------------------------------------
 
-#: Komisarenko & Kull (2024), Sec. 5.1: the gamma_ev grid of focal temperature scaling (0 is not in it).
+#: The gamma_ev grid of focal temperature scaling (Komisarenko & Kull 2024, Sec. 5.1); 0 is not in it.
 KOMISARENKO_GAMMAS = np.array([-0.5, -0.25, 0.05, 0.25, 0.37, 0.5, 0.75, 1.0, 5.0])
-#: Komisarenko & Kull (2024), Sec. 5.1: the temperature grid, T = 0.01, 0.02, ..., 5.00 (500 values).
+#: The temperature grid of focal temperature scaling (Komisarenko & Kull 2024, Sec. 5.1), T = 0.01, 0.02,
+#: ..., 5.00 (500 values).
+#:
+#: :meta hide-value:
 KOMISARENKO_TEMPERATURES = np.round(np.arange(1, 501) * 0.01, 10)
 
 #: Rows of a block of the grid kernel: about this many logits per block, so that its temporaries stay in cache.
@@ -286,7 +292,7 @@ def _fts_block(data: _FTSData, lo: int, hi: int, beta: float, gammas: np.ndarray
                total: np.ndarray) -> None:
     """The sums S of the non-top weights of FTS_{gamma, 1/beta} (rows lo:hi, every gamma), and the row terms.
 
-    The focal calibration map (Eq. 1; :func:`calib.focal.focal_map`) gives class j the weight
+    The focal calibration map (Eq. 1; :func:`calib.focal.calibration_map.focal_map`) gives class j the weight
     ``w_j = q_j / g(q_j, gamma) = (1 - q_j)^-gamma / (1/q_j + gamma b_j)`` with ``b = -log q / (1 - q)``
     (``g = (1-q)^gamma (1 + gamma r)``, ``r = q b``) and ``q = softmax(beta z)``. Everything that does not
     depend on gamma (1/q, b, log(1 - q)) is computed once per temperature and shared by the gammas. The non-top
@@ -475,9 +481,9 @@ class FocalTemperatureScaling:
     r"""Focal temperature scaling: ``p_hat_gamma(softmax(z / T))`` with (gamma, T) chosen on validation logits.
 
     Komisarenko & Kull (2024), Sec. 4.2: temperature scaling followed by the focal calibration map of Eq. 1
-    (:func:`calib.focal.focal_map`) with an "evaluation" gamma that may differ from the training gamma and may be
-    negative (gamma >= -1). Sec. 5.1's protocol: choose (gamma, T) minimising the validation ECE (15 equal-mass
-    bins) for the ECE column, or the validation NLL for the log-loss column.
+    (:func:`calib.focal.calibration_map.focal_map`) with an "evaluation" gamma that may differ from the training gamma
+    and may be negative (gamma >= -1). Sec. 5.1's protocol: choose (gamma, T) minimising the validation ECE (15
+    equal-mass bins) for the ECE column, or the validation NLL for the log-loss column.
 
     Parameters
     ----------

@@ -1,6 +1,7 @@
 """The papers' result tables as data: ``book/data/published/<paper>.csv`` (one row per printed number, exactly
 as printed) and ``<paper>.tables.csv`` (each table's printed shape), read, checked and put in the long format of
-chapter 10's results (:func:`published_rows`), so that a paper's table and a rerun compare with one function.
+chapter 10's results (:func:`~calib.published.published_rows`), so that a paper's table and a rerun compare with one
+function.
 """
 
 from __future__ import annotations
@@ -10,15 +11,18 @@ from pathlib import Path
 __all__ = ["PUBLISHED_COLUMNS", "PUBLISHED_TABLE_COLUMNS", "STAGE_MAPS", "published_dir", "read_published",
            "read_published_tables", "published_rows"]
 
-#: Columns of ``book/data/published/<paper>.csv``: one row per printed number (DESIGN.md, "Data and stored
+#: Columns of ``book/data/published/<paper>.csv``, one row per printed number (DESIGN.md, "Data and stored
 #: results"). ``value``, ``temperature`` and ``std`` are the printed text; ``bold`` and ``unreadable`` are
 #: ``true``/``false``; an unreadable cell (garbled in the paper's text) has an empty value and a note.
 PUBLISHED_COLUMNS = ("paper", "table", "dataset", "model", "method", "metric", "stage", "value", "temperature",
                      "std", "bold", "unreadable", "note")
-#: Columns of ``<paper>.tables.csv``: one row per table with its printed shape.
+#: Columns of ``<paper>.tables.csv``, one row per table with its printed shape.
 PUBLISHED_TABLE_COLUMNS = ("paper", "table", "caption", "section", "n_rows", "n_cols", "n_cells", "garbled",
                            "comment")
-#: The printed stage labels and the post-hoc map of :data:`POSTHOC_MAPS` (or other label) each stands for.
+#: The printed stage labels and the post-hoc map of :data:`calib.experiments.POSTHOC_MAPS` (or other label)
+#: each stands for.
+#:
+#: :meta hide-value:
 STAGE_MAPS = {"pre-T": "none", "post-T": "ts", "": "none", "original": "none", "TS": "ts", "FTS": "fts",
               "TS-SB-ECE": "ts-sb-ece", "Dirichlet": "dirichlet", "MetaMis": "meta-mis", "MetaAcc": "meta-acc"}
 
@@ -84,8 +88,8 @@ def read_published_tables(paper: str, root=None) -> list:
 
 
 def published_rows(paper: str, root=None) -> list:
-    """``paper``'s readable printed numbers in the long format of :func:`evaluate_run` (``model``, ``loss``,
-    ``seed``, ``map``, ``metric``, ``value``, ``temperature``), with ``source``, ``paper``, ``table`` and
+    """``paper``'s readable printed numbers in the long format of :func:`calib.experiments.evaluate_run` (``model``,
+    ``loss``, ``seed``, ``map``, ``metric``, ``value``, ``temperature``), with ``source``, ``paper``, ``table`` and
     ``dataset`` added. ``loss`` and ``metric`` are the printed labels and ``map`` the post-hoc map the printed
     stage stands for (:data:`STAGE_MAPS`); ``seed`` is None (the papers print means)."""
     return [{"source": "published", "paper": paper, "table": r["table"], "dataset": r["dataset"], "model": r["model"],
@@ -161,7 +165,7 @@ def paper_layout(rows, row_by=("dataset", "model"), col_by=("method", "stage"), 
     """A printed table put back in the paper's layout: one line per distinct ``row_by`` label and one column
     per distinct ``col_by`` label, both in printed order (the order of the CSV), each cell :func:`cell_text`.
 
-    Returns ``(header, body)`` for :func:`calib.book.markdown_table`. Label fields that are empty in every row
+    Returns ``(header, body)`` for :func:`calib.notebook.markdown_table`. Label fields that are empty in every row
     (e.g. the model of Komisarenko & Kull's Table 1, which prints none) get no column. Raises ValueError when
     two printed numbers fall in the same cell (``row_by``/``col_by`` do not identify a cell)."""
     rows = list(rows)
@@ -295,8 +299,8 @@ class Recount:
     ``cells``: one dict per compared cell (``key``, ``ours``, ``best_other``, ``best_name``, ``margin`` = best
     other minus ours when lower is better (positive: ours wins), ``std`` = the larger printed std of the two or
     None). ``wins``/``losses``/``ties`` count margins > 0, < 0, = 0; ``beyond_std_wins``/``beyond_std_losses``
-    those whose |margin| exceeds the printed std (None where no std is printed); ``p_value``: the one-sided sign
-    test of ``wins`` among ``wins + losses`` against 1/2 (:func:`scipy.stats.binomtest`, ties dropped)."""
+    those whose ``|margin|`` exceeds the printed std (None where no std is printed); ``p_value``: the one-sided sign
+    test of ``wins`` among ``wins + losses`` against 1/2 (``scipy.stats.binomtest``, ties dropped)."""
     cells: list = field(repr=False)
     wins: int
     losses: int
@@ -307,9 +311,11 @@ class Recount:
 
     @property
     def n(self) -> int:
+        """The number of compared cells (wins, losses and ties)."""
         return self.wins + self.losses + self.ties
 
     def brief(self) -> str:
+        """One line for a claim's evidence: the counts, those beyond the printed std, and the sign test."""
         text = f"{self.wins} of {self.n} cells better, {self.losses} worse, {self.ties} tied"
         if self.beyond_std_wins is not None:
             text += (f"; by more than the printed std: {self.beyond_std_wins} better, {self.beyond_std_losses} "
@@ -364,7 +370,7 @@ def kendall_by_seed(paper_values: dict, our_values: dict) -> "np.ndarray":
 
     ``paper_values``: loss -> the paper's printed value (one dataset/model row, e.g. Mukhoti et al. Table 1
     ECE pre-T); ``our_values``: loss -> our per-seed values (same seeds, same order, for every loss). The losses
-    are those in both. Tau is :func:`scipy.stats.kendalltau` (tau-b: ties count neither way); +1 is the same
+    are those in both. Tau is ``scipy.stats.kendalltau`` (tau-b: ties count neither way); +1 is the same
     order, -1 the reverse. Give the returned array to :func:`calib.stats.seed_interval` for an interval over
     seeds. Raises ValueError with fewer than 3 shared losses."""
     import numpy as np
@@ -401,7 +407,7 @@ def same_direction(paper_change: dict, our_decisions: dict) -> list:
     return out
 
 
-#: How a decided check of a printed table reads in the reproduction summary (None: nothing decided it).
+#: How a decided check of a printed table reads in the reproduction summary (None when nothing decided it).
 REPRODUCTION_STATUS = {"holds": "reproduced in direction", "not-reproduced": "not reproduced",
                        "inconclusive": "inconclusive", None: "untested"}
 
@@ -431,6 +437,8 @@ def reproduction_rows(tables, tests: dict, covered: dict, scale: str, command: s
 
 #: Printed loss labels of the same training loss in different papers (by :func:`label_key`) -> one name, the
 #: chapter 10 label. Zhou et al.'s "FL-53" is FLSD-53 (their App. E.1), "XE" is cross-entropy.
+#:
+#: :meta hide-value:
 LOSS_ALIASES = {"crossentropy": "ce", "xe": "ce", "nll": "ce", "brierloss": "brier", "mmce": "mmce",
                 "ls005": "ls-0.05", "fl1": "fl-1", "fl3": "fl-3", "flsd53": "flsd-53", "fl53": "flsd-53",
                 "focaltr1": "fl-1", "focaltr3": "fl-3", "focaltr7": "fl-7", "invfl": "inverse", "dual": "dual",

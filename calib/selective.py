@@ -1,7 +1,7 @@
 """Reweighted risks and selective classification: the checks behind chapter 09 (numpy, float64).
 
 Zhou, Gruber, Popordanoska & Blaschko (2025), *Revisiting Reweighted Risk for Calibration: AURC, Focal and
-Inverse Focal Loss*. The losses themselves are in :mod:`calib.losses` (torch: ``inverse_focal_loss``,
+Inverse Focal Loss*. The losses themselves are in ``calib.losses`` (torch: ``inverse_focal_loss``,
 ``dual_focal_loss``, ``selective_au_loss``, ``au_weights``) and the selective-classification metrics in
 :mod:`calib.metrics` (``confidence_score``, ``risk_coverage_curve``, ``aurc``). This module holds what the
 chapter needs to check the paper's statements:
@@ -236,7 +236,7 @@ class Hierarchy:
 
     @property
     def printed_lower_fails(self) -> bool:
-        """CE_rho < k cwECE_rho: the printed lower bound is violated (by more than 1e-12)."""
+        """Whether the printed lower bound CE_rho >= k cwECE_rho is violated (by more than 1e-12)."""
         return self.ce < self.lower_printed - 1e-12
 
 
@@ -300,7 +300,7 @@ def smoothed_cdf(scores, at=None, n_bins: int = 15, nu: float = 0.1, edges=(0.0,
     :math:`\widehat G_\nu(s) = \frac1n \sum_{k=0}^{K-1} h_k\, \sigma((s - c_k)/\nu)` with counts :math:`h_k`
     of the equal-width bins :math:`[e_k, e_{k+1})` on ``edges`` (the last bin also takes :math:`e_K`; a
     score outside the edges counts in the nearest end bin) and centres :math:`c_k`. The same estimator as
-    :func:`calib.losses.au_weights` (``cdf="bins"``).
+    :func:`calib.losses.batch.au_weights` (``cdf="bins"``).
 
     Parameters
     ----------
@@ -442,7 +442,7 @@ def dual_focal_weight(probs, labels, gamma, variant: str = "official"):
 
     - ``"official"``: Tao et al. (2023)'s code (and definition, "the highest logit ranked after the ground
       truth"): :math:`p_j` is the largest probability strictly below :math:`p_y`, 0 if none. This is
-      :func:`calib.losses.dual_focal_loss`.
+      :func:`calib.losses.functional.dual_focal_loss`.
     - ``"competitor"``: Zhou et al. (2025), Eq. 24, the "intended" form: :math:`p_j = \max_{c \ne y} p_c`.
     - ``"printed"``: Zhou et al.'s description of the code, Eqs. 25-26: Eq. 24 when :math:`p_y \ge p_j`,
       plain focal :math:`(1 - p_y)^\gamma` when :math:`p_y < p_j`. It agrees with the code only where
@@ -544,7 +544,7 @@ def properness_toy(n: int = 2000, steps: int = 4000, lr: float = 0.5, kappa: flo
 # the paper's tables, transcribed (values x 100 as printed; accuracies in %)
 # ----------------------------------------------------------------------------------------------------------
 
-#: Rows of every table: dataset / model.
+#: Rows of every table (dataset / model).
 TABLE_ROWS = ("CIFAR-10/ResNet50", "CIFAR-10/ResNet110", "CIFAR-10/WRN", "CIFAR-10/PreResNet56",
               "CIFAR-100/ResNet50", "CIFAR-100/ResNet110", "CIFAR-100/WRN", "CIFAR-100/PreResNet56",
               "Tiny-ImageNet/ViT-Small", "Tiny-ImageNet/Swin-Tiny")
@@ -639,8 +639,8 @@ def _parse_rows(text: str, pattern: str) -> list[list[tuple]]:
 
 
 def paper_tables() -> dict[str, np.ndarray]:
-    """Zhou et al. (2025)'s result tables as arrays of shape (10, 7): rows :data:`TABLE_ROWS`, columns
-    :data:`TABLE_METHODS`; calibration errors x 100 and accuracies in %, as printed.
+    """Zhou et al. (2025)'s result tables as arrays of shape (10, 7): rows ``TABLE_ROWS``, columns
+    ``TABLE_METHODS``; calibration errors x 100 and accuracies in %, as printed.
 
     Keys: Table 1 ``acc``, ``ece``; Table 2 ``cwece``, ``cwece_ts``, ``T`` (the temperatures); App. Table 4
     ``ecea``, ``ecea_acc``, ``ecea_ts``, ``ecea_ts_acc``, ``ecea_T``, ``metamis``, ``metamis_acc``,

@@ -1,6 +1,6 @@
 """Soft binning and soft uncertainty of Karandikar et al. (2021), *Soft Calibration Objectives*, in numpy.
 
-The float64 reference for the torch losses of :mod:`calib.losses` (``soft_binned_ece``, ``s_avuc``) and the
+The float64 reference for the torch losses of ``calib.losses`` (``soft_binned_ece``, ``s_avuc``) and the
 closed forms the book checks them against:
 
 - :func:`bin_centres`, :func:`log_soft_membership`, :func:`soft_membership`: the soft bin membership

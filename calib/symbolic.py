@@ -90,6 +90,7 @@ class Derivation(dict):
         self.notes: dict[str, str] = {}
 
     def add(self, key: str, expr, label: str, note: str = ""):
+        """Append the step ``key`` (a sympy expression) with its LaTeX label and note; returns ``expr``."""
         self[key] = expr
         self.labels[key] = label
         self.notes[key] = note

@@ -43,16 +43,18 @@ __all__ = ["resolve_device", "train_classifier", "TrainConfig", "Trainer", "Run"
 
 OPTIMIZERS = ("adam", "sgd")
 AUGMENTATIONS = ("crop-flip", "crop", "flip", "none")
-#: Default augmentation by dataset: the CIFAR recipe (random crop with 4 pixels of padding and horizontal
+#: Default augmentation by dataset, the CIFAR recipe (random crop with 4 pixels of padding and horizontal
 #: flip, Mukhoti et al. 2020, App. D) for natural images, crop only for digits in photographs (SVHN).
 DEFAULT_AUGMENT = {"cifar10": "crop-flip", "cifar100": "crop-flip", "fashion-mnist": "crop-flip", "svhn": "crop"}
 #: log10-spaced edges of the per-sample last-layer gradient-norm histograms (Fig. 4b-d); norms outside
 #: [1e-8, 1e2] are counted in the first or last bin.
+#:
+#: :meta hide-value:
 GRAD_NORM_EDGES = np.logspace(-8, 2, 61)
 _QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 #: Config fields that may differ between a run and its resumption (they do not change what is computed).
 _NON_IDENTITY = ("device", "progress", "diagnostics")
-#: What :meth:`Trainer.diagnose` records each epoch: "full" (train, validation and test, with the
+#: What :meth:`Trainer.diagnose` records each epoch, "full" (train, validation and test, with the
 #: last-layer gradient norms and reliability tables of Mukhoti et al.'s Figs. 1-4) or "eval" (validation and
 #: test only: about half the cost of an epoch for a small network, for grids that need only the final logits).
 DIAGNOSTICS = ("full", "eval")
@@ -100,7 +102,7 @@ class RunConfigError(ValueError):
 class TrainConfig:
     """Everything that determines a training run (and so its results).
 
-    ``milestones=None`` means :func:`paper_milestones`; ``augment=None`` means :data:`DEFAULT_AUGMENT`
+    ``milestones=None`` means :func:`paper_milestones`; ``augment=None`` means ``calib.train.DEFAULT_AUGMENT``
     (none for datasets not listed); ``amp`` and ``channels_last`` (``None``: on for CUDA, off on the CPU)
     are bf16 autocast for the training steps and the channels-last memory format. ``train_subset``,
     ``val_subset`` and ``test_subset`` keep the first n samples of a split (:meth:`calib.data.Dataset.subset`);
@@ -189,6 +191,7 @@ class Run:
 
     @property
     def finished(self) -> bool:
+        """Whether the run completed all its epochs (``finished`` in ``meta.json``)."""
         return bool(self.meta.get("finished"))
 
     @property
@@ -428,7 +431,7 @@ class Trainer:
     Notes
     -----
     Reproducibility: the initial weights come from ``seed``; the order and augmentation of epoch e from
-    ``(seed, e)`` alone (:func:`_epoch_seed`); the global torch, numpy and Python random states are saved
+    ``(seed, e)`` alone (``_epoch_seed``); the global torch, numpy and Python random states are saved
     in the checkpoint and restored on resume. On the CPU, ``torch.use_deterministic_algorithms`` is on
     during the run, so a run killed after epoch k and resumed gives the same weights, to the last bit, as
     an uninterrupted one (with the same number of threads). On CUDA, bf16 autocast (``amp``), channels-last
@@ -503,6 +506,7 @@ class Trainer:
         _write_atomic(self.out / "checkpoint.pt", lambda p: torch.save(state, p))
 
     def load_checkpoint(self) -> None:
+        """Restore the model, optimiser, scheduler, history and random states from ``checkpoint.pt``."""
         state = _read_checkpoint(self.out / "checkpoint.pt", self.device)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
@@ -657,8 +661,8 @@ class Trainer:
         ``discard`` names files of :data:`DISCARDABLE` to delete once the run has finished: a stored run needs
         no ``checkpoint.pt``, and a tuning run whose validation history is all that is read needs no
         ``logits.npz`` either. ``restart`` starts a run of the same configuration over (a corrupted checkpoint).
-        The directory is locked while the run writes to it (a second process is refused, :class:`RunLockedError`);
-        temporaries left by a killed run are removed first."""
+        The directory is locked while the run writes to it (a second process is refused,
+        ``calib.train.RunLockedError``); temporaries left by a killed run are removed first."""
         discard = tuple(discard)
         for name in discard:
             check_choice(name, "discard", DISCARDABLE)
@@ -828,7 +832,7 @@ def logistic_gradient_descent(x, y, gamma=0.0, lr: float = 0.5, iterations: int 
 
     The gradient of the focal loss with respect to the logit z is ``g(p_t, gamma)`` times that of
     cross-entropy, ``sigma(z) - y`` (Prop. 1, exact for any parameter), where ``p_t`` is the probability of
-    the true label and ``g`` is :func:`calib.focal.gradient_factor` (computed from the logit); the step is
+    the true label and ``g`` is :func:`calib.focal.gradient.gradient_factor` (computed from the logit); the step is
     ``w <- w - lr * mean_i g_i (sigma(z_i) - y_i) x_i``.
 
     Parameters
@@ -850,7 +854,7 @@ def logistic_gradient_descent(x, y, gamma=0.0, lr: float = 0.5, iterations: int 
     -------
     dict
         ``iteration`` (T,), ``w`` (R, T, d) (or (T, d) for one problem), ``weight_norm``, ``logit_norm``
-        (the mean |z_i| over the training points) and ``gradient_norm`` (of the risk) with the same leading
+        (the mean ``|z_i|`` over the training points) and ``gradient_norm`` (of the risk) with the same leading
         shape, and ``final_w``.
     """
     from scipy.special import expit
@@ -918,7 +922,7 @@ def train_classifier(model: torch.nn.Module, x, y, loss, epochs: int, lr: float,
         Integer class labels, shape (N,).
     loss : callable or str
         ``loss(logits, targets) -> scalar tensor`` (mean over the batch), or a name for
-        :func:`calib.losses.get_loss`.
+        :func:`calib.losses.registry.get_loss`.
     epochs : int
         Passes over the data.
     lr : float

@@ -10,7 +10,7 @@
   :func:`closest_temperature`, :func:`ts_distance`; the top-label change of Prop. 5: :func:`top_label_gain`.
 
 The inverse of the map (from the posterior back to the focal risk minimiser) is
-:func:`calib.focal.focal_optimal_prediction`.
+:func:`calib.focal.optimum.focal_optimal_prediction`.
 """
 
 from __future__ import annotations
@@ -173,8 +173,8 @@ def focal_map(logits, gamma):
 
     ``Psi^gamma_i(v) = h(v_i) / sum_l h(v_l)`` with ``h(v) = v / phi^gamma(v)`` and
     ``phi^gamma(v) = (1-v)^gamma - gamma (1-v)^(gamma-1) v log v``, where phi^gamma is the focal gradient
-    factor g(v, gamma) of :func:`gradient_factor`. For gamma >= 0 it maps the focal risk minimiser back to
-    the class posterior, ``eta = Psi^gamma(q^{gamma,*})`` (Charoenphakdee et al. 2021, Thm. 11, Eqs. 11-13);
+    factor g(v, gamma) of :func:`~calib.focal.gradient.gradient_factor`. For gamma >= 0 it maps the focal risk minimiser
+    back to the class posterior, ``eta = Psi^gamma(q^{gamma,*})`` (Charoenphakdee et al. 2021, Thm. 11, Eqs. 11-13);
     it is Komisarenko & Kull (2024)'s focal calibration map (Eq. 1), ``p_k`` proportional to
     ``1 / FL'(q_k)``, which they also use with gamma in [-1, 0) for focal temperature scaling.
 
@@ -210,7 +210,7 @@ def focal_map(logits, gamma):
     gamma in [-1, 0), h is not monotone, but the argmax is still kept (the tests check it). For gamma < 0 the
     top class's ``log(1 + gamma r)`` is evaluated as ``log((1 + gamma) + (-gamma)(1 - r))`` with ``1 - r`` from a
     series, so gamma = -1, where ``1 + gamma r_top -> 0`` as v_top -> 1, stays exact.
-    The inverse map (from eta back to q^{gamma,*}) is :func:`focal_optimal_prediction`.
+    The inverse map (from eta back to q^{gamma,*}) is :func:`~calib.focal.optimum.focal_optimal_prediction`.
     """
     gamma = check_gamma(gamma, domain="map", scalar=True)
     if type(logits).__module__.startswith("torch"):
@@ -243,8 +243,8 @@ def log_focal_weight(p, gamma):
     r"""log h^gamma(p) = log p - log phi^gamma(p): the log of the weight that Psi^gamma normalises (Eq. 13).
 
     Charoenphakdee et al. (2021), Eq. 13: ``h(p) = p / phi^gamma(p)`` with phi^gamma the gradient factor
-    :func:`gradient_factor`; Psi^gamma_i(v) = h(v_i) / sum_l h(v_l). Evaluated in log space, so it stays
-    finite where h itself overflows (h(p) ~ (1-p)^-gamma / (1 + gamma) as p -> 1); +inf at p = 1 for gamma > 0.
+    :func:`~calib.focal.gradient.gradient_factor`; Psi^gamma_i(v) = h(v_i) / sum_l h(v_l). Evaluated in log space, so it
+    stays finite where h itself overflows (h(p) ~ (1-p)^-gamma / (1 + gamma) as p -> 1); +inf at p = 1 for gamma > 0.
 
     Parameters
     ----------
@@ -278,7 +278,7 @@ def log_f_gamma(s, gamma):
     ``f_gamma(s) = (gamma e^s log(1 + e^-s) + 1) / (1 + gamma e^-s log(1 + e^s))``.
 
     Since ``e^s log(1 + e^-s) = r(sigmoid(s))`` with ``r(p) = -p log p / (1 - p)`` (the factor of
-    :func:`gradient_factor`, ``g = (1-p)^gamma (1 + gamma r)``), it is computed as
+    :func:`~calib.focal.gradient.gradient_factor`, ``g = (1-p)^gamma (1 + gamma r)``), it is computed as
     ``log1p(gamma r(s)) - log1p(gamma r(-s))``, accurate for every finite s.
 
     Parameters
@@ -352,7 +352,7 @@ def effective_inverse_temperature(s, gamma):
 
     Notes
     -----
-    For 0 < |s| << 1 the quotient loses relative precision like eps / |s| (about 1e-13 at |s| = 1e-3).
+    For ``0 < |s| << 1`` the quotient loses relative precision like ``eps / |s|`` (about 1e-13 at ``|s| = 1e-3``).
     """
     s = as_float_array(s, "s")
     gamma = check_gamma(gamma, domain="map")
@@ -398,7 +398,7 @@ def ts_bounds(gamma, sharp: bool = False):
         Focal parameters, >= 0 (gamma = 0 gives (1, 1): FC is the identity).
     sharp : bool
         False: the closed forms above. True: the tightest band, ``T_low = 1 / (gamma + 1)`` (the supremum of
-        beta, approached as |s| -> inf, never attained) and ``T_high = 1 / min_s beta(s)``, found numerically;
+        beta, approached as ``|s| -> inf``, never attained) and ``T_high = 1 / min_s beta(s)``, found numerically;
         for gamma <= 5 the minimum is at s = 0, so ``T_high = 1 / beta(0)`` in closed form.
 
     Returns
@@ -416,11 +416,12 @@ def ts_bounds(gamma, sharp: bool = False):
     return scalar_or_array(low), scalar_or_array(high)
 
 
-#: Default grids of the closest-temperature search: (logit range R, step), by number of classes.
+#: Default grids of the closest-temperature search, (logit range R, step) by number of classes.
 #: Binary: s in [0, 20] step 0.001 (the inventory's algorithm A3). Three classes: logits in (-5, 5), step
 #: 0.01, as Sec. 3.3 states, i.e. sorted differences 0 >= d_2 >= d_3 > -10. Four or more: the paper gives no
 #: grid; step 0.1 (the inventory's choice).
 CLOSEST_T_GRIDS = {2: (20.0, 0.001), 3: (10.0, 0.01)}
+#: The grid for four or more classes, (logit range R, step).
 CLOSEST_T_GRID_MANY = (10.0, 0.1)
 
 

@@ -6,10 +6,10 @@
   :func:`focal_optimal_prediction`, and its closed-form inverse q proportional to p / g(p, gamma),
   :func:`focal_prediction_target`.
 - Charoenphakdee et al. (2021): the over-confidence threshold tau_oc of Thm. 8 (tau_uc is
-  :func:`calib.focal.threshold`), :func:`tau_oc`; and a direct minimiser of the focal risk that checks Thm. 11
+  :func:`calib.focal.gradient.threshold`), :func:`tau_oc`; and a direct minimiser of the focal risk that checks Thm. 11
   without the map Psi^gamma, :func:`minimise_focal_risk`.
 
-The torch training loss of the same name family is :func:`calib.losses.focal_loss` (logits, integer targets);
+The torch training loss of the same name family is :func:`calib.losses.functional.focal_loss` (logits, integer targets);
 :func:`focal_risk` takes probabilities and a target distribution.
 """
 
@@ -198,8 +198,8 @@ def tau_oc(gamma):
 
     Charoenphakdee et al. (2021), Thm. 8: if ``max_y q^{gamma,*}_y <= tau_oc`` (and q is not uniform on a
     subset of classes) the focal risk minimiser is eta-over-confident; if ``max_y q >= tau_uc``
-    (:func:`threshold`, where phi = 1) it is eta-under-confident; ``0 < tau_oc < tau_uc < 1/2``. The peak of
-    phi = g is also the peak of Mukhoti et al.'s gradient factor (their Eq. 8 vanishes there).
+    (:func:`~calib.focal.gradient.threshold`, where phi = 1) it is eta-under-confident; ``0 < tau_oc < tau_uc < 1/2``.
+    The peak of phi = g is also the peak of Mukhoti et al.'s gradient factor (their Eq. 8 vanishes there).
 
     Parameters
     ----------

@@ -2,7 +2,7 @@
 
 A :class:`GammaSchedule` maps the predicted probability of the true class to a gamma; the schedules of the
 paper, what they do to the gradient factor, the intervals of p they up-weight, and a schedule designed from
-Prop. 2. The epoch-scheduled FLSc losses are training losses: :class:`calib.losses.EpochScheduledFocalLoss`.
+Prop. 2. The epoch-scheduled FLSc losses are training losses: :class:`calib.losses.functional.EpochScheduledFocalLoss`.
 """
 
 from __future__ import annotations
@@ -49,14 +49,16 @@ class GammaSchedule:
         object.__setattr__(self, "gammas", gammas)
 
 
-#: FLSD-53: gamma = 5 for p in [0, 0.2), 3 for p in [0.2, 1] (Mukhoti et al. 2020, Sec. 4 and 5.1).
+#: FLSD-53, gamma = 5 for p in [0, 0.2) and 3 for p in [0.2, 1] (Mukhoti et al. 2020, Sec. 4 and 5.1).
 FLSD_53 = GammaSchedule("FLSD-53", (0.2,), (5.0, 3.0), "left", "Mukhoti et al. (2020), Sec. 4, Sec. 5.1")
-#: FLSD-53 as the Table 4 caption writes it: gamma = 5 on [0, 0.2], 3 on (0.2, 1].
+#: FLSD-53 as the Table 4 caption writes it, gamma = 5 on [0, 0.2] and 3 on (0.2, 1].
 FLSD_53_TABLE4 = GammaSchedule("FLSD-53 (Table 4 caption)", (0.2,), (5.0, 3.0), "right",
                                "Mukhoti et al. (2020), Table 4 caption")
-#: FLSD-532: gamma = 5 on [0, 0.2), 3 on [0.2, 0.5), 2 on [0.5, 1] (Mukhoti et al. 2020, App. E).
+#: FLSD-532, gamma = 5 on [0, 0.2), 3 on [0.2, 0.5) and 2 on [0.5, 1] (Mukhoti et al. 2020, App. E).
 FLSD_532 = GammaSchedule("FLSD-532", (0.2, 0.5), (5.0, 3.0, 2.0), "left", "Mukhoti et al. (2020), App. E")
 #: The schedules by their loss names.
+#:
+#: :meta hide-value:
 SCHEDULES = {"flsd-53": FLSD_53, "flsd-532": FLSD_532}
 
 

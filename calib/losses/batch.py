@@ -9,7 +9,7 @@
 
 The correctness a_i = 1[argmax = y_i] is a constant (it has no gradient); gradients flow through the
 confidences, the memberships and the entropies. Secondary losses are added to a primary one, PL + beta * SL,
-by :func:`calib.losses.combined_loss`. The numpy float64 references of the soft binning are in
+by :func:`calib.losses.registry.combined_loss`. The numpy float64 references of the soft binning are in
 :mod:`calib.soft_binning` (``soft_binning.soft_binned_ece`` takes confidences and correctness; this module's
 :func:`soft_binned_ece_loss` takes logits and targets).
 """
@@ -82,7 +82,7 @@ def au_weights(scores: torch.Tensor, kappa: float = 0.9, nu: float = 0.1, n_bins
     Parameters
     ----------
     scores : torch.Tensor, shape (n,)
-        CSF values, e.g. from :func:`confidence_scores`.
+        CSF values, e.g. from :func:`~calib.losses.functional.confidence_scores`.
     kappa : float in (0, 1], default 0.9
         Low-confidence coverage :math:`\kappa`: m = floor(kappa n) samples are "low confidence"; tau is the
         (m+1)-th smallest score (a selection, ``torch.kthvalue``), and the samples strictly below it are

@@ -10,7 +10,7 @@ Losses are computed from ``log_softmax``, never from rounded probabilities, so t
 stay finite when a float32 softmax saturates. Batch statistics (SB-ECE, AvUC, MMCE, the selective AURC loss)
 are in :mod:`calib.losses.batch`; names such as ``"fl-3"`` are turned into losses by
 :mod:`calib.losses.registry`. The numpy focal risk of a prediction against a target distribution is
-:func:`calib.focal.focal_risk`.
+:func:`calib.focal.optimum.focal_risk`.
 """
 
 from __future__ import annotations
@@ -264,8 +264,8 @@ def sample_dependent_focal_loss(logits: torch.Tensor, targets: torch.Tensor, sch
     r"""Focal loss whose gamma is chosen per sample from the predicted true-class probability (FLSD).
 
     ``gamma_i = schedule.gammas[j]`` when ``p_i = softmax(logits_i)[y_i]`` lies in bin j of the schedule;
-    FLSD-53 (the default, :data:`calib.focal.FLSD_53`) is gamma = 5 for p in [0, 0.2) and 3 for p in
-    [0.2, 1] (Mukhoti et al. 2020, Sec. 4); FLSD-532 (:data:`calib.focal.FLSD_532`) adds gamma = 2 on
+    FLSD-53 (the default, :data:`calib.focal.schedules.FLSD_53`) is gamma = 5 for p in [0, 0.2) and 3 for p in
+    [0.2, 1] (Mukhoti et al. 2020, Sec. 4); FLSD-532 (:data:`calib.focal.schedules.FLSD_532`) adds gamma = 2 on
     [0.5, 1] (App. E). gamma is a constant of the step: no gradient flows through the choice, as in the
     official code (``Losses/focal_loss_adaptive_gamma.py``, which picks it with ``.item()`` in a Python loop
     over the batch). Here the choice is one ``torch.bucketize`` over the batch.
@@ -293,7 +293,7 @@ def sample_dependent_focal_loss(logits: torch.Tensor, targets: torch.Tensor, sch
     return focal_loss(logits, targets, gamma, reduction=reduction)
 
 
-#: FLSc schedules of Mukhoti et al. (2020), App. E, for their 350-epoch CIFAR runs: gamma = 5 for epochs
+#: FLSc schedules of Mukhoti et al. (2020), App. E, for their 350-epoch CIFAR runs, gamma = 5 for epochs
 #: 1-100, 3 for epochs 101-250, then 1 (FLSc-531) or 2 (FLSc-532) for epochs 251-350.
 FLSC_SCHEDULES = {"flsc-531": ((5.0, 3.0, 1.0), (100, 250), 350), "flsc-532": ((5.0, 3.0, 2.0), (100, 250), 350)}
 

@@ -149,7 +149,7 @@ def _build_ls(name: str, arg: str | None) -> Loss:
                   f"Label smoothing with alpha = {alpha:g} (Mukhoti et al.'s alpha / (K - 1)), mean over the batch.")
 
 
-#: Defaults of the "aurc" loss name: the paper's CIFAR-10 setting (App. E.2, App. Table 3: kappa 0.9 or 0.8,
+#: Defaults of the "aurc" loss name, the paper's CIFAR-10 setting (App. E.2, App. Table 3, kappa 0.9 or 0.8,
 #: nu = 0.1), MSP, 15 bins (K is not stated), gradient through the weights (Eq. 27), Eq. 16 as printed.
 AURC_DEFAULTS = {"kappa": 0.9, "nu": 0.1, "bins": 15, "csf": "msp", "cdf": "bins", "detach": False,
                  "normalize": False}
@@ -246,6 +246,8 @@ def _build_mmce(name: str, arg: None, bandwidth: float = 0.4, weighted: bool = F
 
 #: Every loss family, primary then secondary. The secondary defaults are the book's (Karandikar et al. tune T,
 #: kappa and beta and do not report the values).
+#:
+#: :meta hide-value:
 REGISTRY: tuple[LossSpec, ...] = (
     LossSpec("ce", "primary", ("ce",), "ce", "cross-entropy", _build_ce),
     LossSpec("fl", "primary", ("fl-<gamma>",), "fl-3", "focal loss, fixed gamma >= 0 (Lin et al. 2017)",
@@ -285,10 +287,14 @@ REGISTRY: tuple[LossSpec, ...] = (
 _PRIMARY = {s.key: s for s in REGISTRY if s.kind == "primary"}
 _SECONDARY = {s.key: s for s in REGISTRY if s.kind == "secondary"}
 
-#: The primary families by name prefix: ``key -> build(name, argument)`` (generated from :data:`REGISTRY`).
+#: The primary families by name prefix, ``key -> build(name, argument)`` (generated from :data:`REGISTRY`).
+#:
+#: :meta hide-value:
 LOSSES: dict[str, Callable] = {key: spec.build for key, spec in _PRIMARY.items()}
 
-#: The secondary losses by name: ``name -> factory(**params)`` (generated from :data:`REGISTRY`).
+#: The secondary losses by name, ``name -> factory(**params)`` (generated from :data:`REGISTRY`).
+#:
+#: :meta hide-value:
 SECONDARY_LOSSES: dict[str, Callable] = {key: partial(spec.build, key, None) for key, spec in _SECONDARY.items()}
 
 
