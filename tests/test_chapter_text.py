@@ -84,3 +84,25 @@ def test_every_chapter_closes_with_what_it_establishes(path):
 def test_every_exercise_has_a_title(path):
     untitled = [n for n, line in enumerate(path.read_text().splitlines(), 1) if line.strip() == "```{exercise}"]
     assert not untitled, f"{path.name}: exercises without a title at lines {untitled}"
+
+
+def test_bibliography_is_author_year():
+    """The reference list is labelled author-year, like the citations, and every entry links somewhere when it can."""
+    import sys
+
+    from pybtex.database import parse_file
+    from pybtex.plugin import find_plugin
+
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    import authoryear_bibliography
+
+    authoryear_bibliography.setup(None)
+    db = parse_file(ROOT / "book" / "references.bib")
+    labels = {e.key: e.label for e in find_plugin("pybtex.style.formatting", "authoryear")().format_bibliography(db)}
+    assert labels["mukhoti2020"] == "Mukhoti et al., 2020"
+    assert labels["komisarenko2024"] == "Komisarenko and Kull, 2024"
+    assert labels["brier1950"] == "Brier, 1950"
+    assert len(set(labels.values())) == len(labels)
+    for key in ("mukhoti2020", "charoenphakdee2021", "karandikar2021", "zhou2025"):
+        assert "url" in db.entries[key].fields or "doi" in db.entries[key].fields, key
+    assert "bibtex_default_style: authoryear" in (ROOT / "_config.yml").read_text()
