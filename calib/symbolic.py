@@ -41,7 +41,7 @@ from functools import lru_cache
 import sympy as sp
 
 __all__ = [
-    "p", "gamma", "p0", "q", "x", "Label", "Derivation", "vanishes", "focal_loss_expr", "cross_entropy_expr", "gradient_factor_expr",
+    "p", "gamma", "p0", "q", "eta", "x", "Label", "Derivation", "vanishes", "focal_loss_expr", "cross_entropy_expr", "gradient_factor_expr",
     "prop1", "shape_of_g", "gamma_one", "prop2", "gamma_star_at_inverse_e", "entropy_bound", "focal_optimum",
     "eq8_prefactor_limit_at_one", "eq8_limit_at_one",
 ]
@@ -52,8 +52,10 @@ p = sp.Symbol("p", positive=True)
 gamma = sp.Symbol("gamma", positive=True)
 #: threshold of Prop. 2
 p0 = sp.Symbol("p_0", positive=True)
-#: target probability of class 1 in the binary problem of Eq. 5
+#: a predicted probability (the argument of Komisarenko & Kull's focal calibration map)
 q = sp.Symbol("q", positive=True)
+#: target probability of class 1 in the binary problem of Eq. 5 (the posterior P(y = 1 | x); Mukhoti et al.'s q)
+eta = sp.Symbol("eta", positive=True)
 #: candidate prediction in Eq. 5
 x = sp.Symbol("x", positive=True)
 
@@ -329,14 +331,14 @@ def gamma_star_at_inverse_e() -> Derivation:
 
 @lru_cache(maxsize=None)
 def entropy_bound() -> Derivation:
-    """Eq. 4 / App. A: L_f >= KL(q || p) - gamma H[p], its Bernoulli step, and a proof for every gamma >= 0.
+    """Eq. 4 / App. A: L_f >= KL(eta || p) - gamma H[p], its Bernoulli step, and a proof for every gamma >= 0.
 
     Keys:
     ``chain`` (the printed steps, as (expression, justification) pairs over classes y = 1..K);
     ``bernoulli_gap`` B = (1-p)^gamma - (1 - gamma p), ``B_at_0`` (0), ``dB`` (computed), ``dB_form``
     (gamma (1 - (1-p)^(gamma-1))), ``dB_residual`` (0): B >= 0 on [0, 1] iff gamma >= 1 (B <= 0 for gamma <= 1);
-    ``gap_linear_in_q`` (L_f - (L_c - gamma H[p]) per class, linear in q, so its minimum over q is at a vertex);
-    ``D`` (the gap at the vertex q = e_j with H[p] replaced by the binary entropy h(p_j) <= H[p]),
+    ``gap_linear_in_q`` (L_f - (L_c - gamma H[p]) per class, linear in eta, so its minimum over eta is at a vertex);
+    ``D`` (the gap at the vertex eta = e_j with H[p] replaced by the binary entropy h(p_j) <= H[p]),
     ``D_at_0`` (0), ``dD_dgamma``, ``dD_at_0`` (h(p) - log p log(1-p)), ``d2D`` (>= 0: D is convex in gamma),
     ``lemma`` (h(p) - log p log(1 - p)), ``lemma_symmetry`` (lemma(p) - lemma(1-p), 0),
     ``lemma_step1`` (-log(1-p) - p - p^2 / (2(1-p)) <= 0), ``lemma_step2`` (2(1-p)^2 + p log p >= 0 for p <= 1/2).
@@ -344,14 +346,14 @@ def entropy_bound() -> Derivation:
     d = Derivation("Eq. 4: the entropy-regularised KL bound")
     K = sp.Symbol("K", integer=True, positive=True)
     y, j = sp.symbols("y j", integer=True, positive=True)
-    P, Q = sp.IndexedBase(r"\hat{p}"), sp.IndexedBase("q")
+    P, Q = sp.IndexedBase(r"\hat{p}"), sp.IndexedBase(r"\eta")
     s = lambda e: sp.Sum(e, (y, 1, K))  # noqa: E731
     d.add("chain", [
         (s(-(1 - P[y]) ** gamma * Q[y] * sp.log(P[y])), "general focal loss L_f"),
         (s(-(1 - gamma * P[y]) * Q[y] * sp.log(P[y])), ">= by Bernoulli's inequality, for gamma >= 1"),
         (s(-Q[y] * sp.log(P[y])) - gamma * sp.Abs(s(Q[y] * P[y] * sp.log(P[y]))), "= since log p_y <= 0"),
         (s(-Q[y] * sp.log(P[y])) - gamma * sp.Max(Q[j]) * s(sp.Abs(P[y] * sp.log(P[y]))), ">= by Hoelder"),
-        (s(-Q[y] * sp.log(P[y])) + gamma * s(P[y] * sp.log(P[y])), ">= since q_j <= 1"),
+        (s(-Q[y] * sp.log(P[y])) + gamma * s(P[y] * sp.log(P[y])), ">= since eta_j <= 1"),
         (Label(r"\mathcal{L}_c") - gamma * Label(r"\mathbb{H}[\hat{p}]"), "= L_c - gamma H[p]"),
     ], r"\text{App. A}", "the printed chain")
     B = d.add("bernoulli_gap", (1 - p) ** gamma - (1 - gamma * p), r"B(p, \gamma)",
@@ -361,9 +363,9 @@ def entropy_bound() -> Derivation:
     dB_form = d.add("dB_form", gamma * (1 - (1 - p) ** (gamma - 1)), r"\gamma\left(1 - (1-p)^{\gamma-1}\right)",
                     ">= 0 iff (1-p)^(gamma-1) <= 1 iff gamma >= 1")
     d.add("dB_residual", _simplify_in_u(dB - dB_form), r"\frac{\partial B}{\partial p} - (\dots)", "0")
-    qy = sp.Symbol("q_y", nonnegative=True)
+    qy = sp.Symbol("eta_y", nonnegative=True)
     d.add("gap_linear_in_q", qy * (-sp.log(p)) * ((1 - p) ** gamma - 1) + gamma * (-p * sp.log(p)),
-          r"\text{gap}_y", "class y's share of L_f - (L_c - gamma H[p]); linear in q, minimal at a vertex q = e_j")
+          r"\text{gap}_y", "class y's share of L_f - (L_c - gamma H[p]); linear in eta, minimal at a vertex eta = e_j")
     h = -p * sp.log(p) - (1 - p) * sp.log(1 - p)
     D = d.add("D", gamma * h - (-sp.log(p)) * (1 - (1 - p) ** gamma), r"D(p, \gamma)",
               "the vertex gap with H[p] >= h(p_j) (grouping the other classes); D >= 0 proves Eq. 4")
@@ -390,31 +392,31 @@ def focal_optimum() -> Derivation:
     """Eq. 5 (App. A, Fig. 6): the binary focal risk, its stationarity condition and the inverse map.
 
     Keys: ``risk`` (Eq. 5 objective), ``d_risk`` (computed), ``d_risk_form``
-    (-q g(x, gamma)/x + (1 - q) g(1 - x, gamma)/(1 - x)), ``d_risk_residual`` (0), ``q_of_x`` (the q for which
-    x is stationary), ``q_of_x_form`` (phi(x) / (phi(x) + phi(1-x)), phi = x / g), ``q_of_x_residual`` (0),
-    ``d_risk_one_hot`` (q = 1) and ``d_risk_one_hot_residual`` (it equals -g(x)/x < 0, so the risk decreases
-    up to x = 1 and p_hat = q).
+    (-eta g(x, gamma)/x + (1 - eta) g(1 - x, gamma)/(1 - x)), ``d_risk_residual`` (0), ``q_of_x`` (the eta for which
+    x is stationary), ``q_of_x_form`` (h(x) / (h(x) + h(1-x)), h = x / g), ``q_of_x_residual`` (0),
+    ``d_risk_one_hot`` (eta = 1) and ``d_risk_one_hot_residual`` (it equals -g(x)/x < 0, so the risk decreases
+    up to x = 1 and p_hat = eta).
     """
     d = Derivation("Eq. 5: the focal-optimal binary prediction")
-    risk = d.add("risk", -(1 - x) ** gamma * q * sp.log(x) - x ** gamma * (1 - q) * sp.log(1 - x),
-                 r"R(x)", "expected focal loss of predicting x when P(y = 1) = q")
+    risk = d.add("risk", -(1 - x) ** gamma * eta * sp.log(x) - x ** gamma * (1 - eta) * sp.log(1 - x),
+                 r"R(x)", "expected focal loss of predicting x when P(y = 1) = eta")
     dr = d.add("d_risk", sp.diff(risk, x), r"R'(x)", "")
-    form = d.add("d_risk_form", -q * gradient_factor_expr(x, gamma) / x
-                 + (1 - q) * gradient_factor_expr(1 - x, gamma) / (1 - x),
-                 r"-q \frac{g(x, \gamma)}{x} + (1-q) \frac{g(1-x, \gamma)}{1-x}", "")
+    form = d.add("d_risk_form", -eta * gradient_factor_expr(x, gamma) / x
+                 + (1 - eta) * gradient_factor_expr(1 - x, gamma) / (1 - x),
+                 r"-\eta \frac{g(x, \gamma)}{x} + (1-\eta) \frac{g(1-x, \gamma)}{1-x}", "")
     d.add("d_risk_residual", _simplify_in_u(sp.expand(dr - form), x), r"R'(x) - (\dots)", "0")
-    sol = sp.solve(sp.Eq(q * gradient_factor_expr(x, gamma) / x, (1 - q) * gradient_factor_expr(1 - x, gamma) / (1 - x)), q)
+    sol = sp.solve(sp.Eq(eta * gradient_factor_expr(x, gamma) / x, (1 - eta) * gradient_factor_expr(1 - x, gamma) / (1 - x)), eta)
     phi = lambda t: t / gradient_factor_expr(t, gamma)  # noqa: E731
-    q_of_x = d.add("q_of_x", sol[0], r"q(x)", "stationarity solved for q")
-    form_q = d.add("q_of_x_form", phi(x) / (phi(x) + phi(1 - x)), r"\frac{\varphi(x)}{\varphi(x) + \varphi(1-x)}",
-                   "phi(x) = x / g(x, gamma): q is proportional to p / g(p, gamma)")
+    q_of_x = d.add("q_of_x", sol[0], r"\eta(x)", "stationarity solved for eta")
+    form_q = d.add("q_of_x_form", phi(x) / (phi(x) + phi(1 - x)), r"\frac{h(x)}{h(x) + h(1-x)}",
+                   "h(x) = x / g(x, gamma): eta is proportional to p / g(p, gamma)")
     numerator, _ = sp.fraction(sp.together(q_of_x - form_q))
     numerator = _simplify_in_u(sp.expand_log(numerator, force=True), x)
     d.add("q_of_x_residual", sp.simplify(sp.powsimp(sp.expand(numerator), force=True)),
-          r"\operatorname{numerator}\left(q(x) - \frac{\varphi(x)}{\varphi(x) + \varphi(1-x)}\right)", "0")
-    one_hot = d.add("d_risk_one_hot", sp.simplify(dr.subs(q, 1)), r"R'(x)\big|_{q=1}", "= -g(x, gamma)/x < 0")
+          r"\operatorname{numerator}\left(\eta(x) - \frac{h(x)}{h(x) + h(1-x)}\right)", "0")
+    one_hot = d.add("d_risk_one_hot", sp.simplify(dr.subs(eta, 1)), r"R'(x)\big|_{\eta=1}", "= -g(x, gamma)/x < 0")
     d.add("d_risk_one_hot_residual", _simplify_in_u(one_hot + gradient_factor_expr(x, gamma) / x, x),
-          r"R'(x)\big|_{q=1} + \frac{g(x, \gamma)}{x}", "0")
+          r"R'(x)\big|_{\eta=1} + \frac{g(x, \gamma)}{x}", "0")
     return d
 
 

@@ -817,7 +817,7 @@ def test_confidence_score_matches_loop_and_stays_in_range(kind, k):
 
 
 def test_negative_entropy_is_on_probabilities_not_logits():
-    """App. Table 1 prints sum z log z on the logits: NaN for a negative logit (Zhou et al. 2025; inventory P8)."""
+    """App. Table 1 prints sum z log z on the logits: NaN for a negative logit (Zhou et al. 2025, App. Table 1)."""
     z = np.array([[2.0, -1.0, 0.5]])
     with np.errstate(invalid="ignore"):
         printed = np.sum(z * np.log(z))

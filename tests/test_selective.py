@@ -105,7 +105,7 @@ def test_prop45_corrected_hierarchy_holds_on_random_populations():
 
 
 def test_prop45_counterexample():
-    """k = 2, f = (0.7, 0.3), truth (0.5, 0.5), rho = 2: CE_2 = 0.2828 < k cwECE_2 = 0.4 (inventory P2)."""
+    """k = 2, f = (0.7, 0.3), truth (0.5, 0.5), rho = 2: CE_2 = 0.2828 < k cwECE_2 = 0.4 (Zhou et al. 2025, Prop. 4.5)."""
     h = selective.calibration_hierarchy([1.0], [[0.7, 0.3]], [[0.5, 0.5]], 2.0)
     assert h.ce == pytest.approx(0.2 * math.sqrt(2), rel=1e-12)
     assert h.lower_printed == pytest.approx(0.4, rel=1e-12)

@@ -314,7 +314,7 @@ def focal_calibration_logit(s, gamma):
     focal calibration map of Prop. 2, ``p_hat(q) = 1 / (1 + ((1-q)/q)^gamma ((1-q) - gamma q log q) /
     (q - gamma (1-q) log(1-q)))``. It is the two-class case of :func:`focal_map`:
     ``focal_map([[s, 0]], gamma)[0, 0] == expit(focal_calibration_logit(s, gamma))``. Returning the logit
-    (the inventory's algorithm A1) keeps the map exact where FC(s) rounds to 1 (``|s| > 37 / (gamma + 1)``
+    keeps the map exact where FC(s) rounds to 1 (``|s| > 37 / (gamma + 1)``
     in float64).
 
     Parameters
@@ -416,10 +416,10 @@ def ts_bounds(gamma, sharp: bool = False):
     return scalar_or_array(low), scalar_or_array(high)
 
 
-#: Default grids of the closest-temperature search, (logit range R, step) by number of classes.
-#: Binary: s in [0, 20] step 0.001 (the inventory's algorithm A3). Three classes: logits in (-5, 5), step
+#: Default grids of the closest-temperature search: (logit range R, step), by number of classes.
+#: Binary: s in [0, 20] step 0.001. Three classes: logits in (-5, 5), step
 #: 0.01, as Sec. 3.3 states, i.e. sorted differences 0 >= d_2 >= d_3 > -10. Four or more: the paper gives no
-#: grid; step 0.1 (the inventory's choice).
+#: grid; step 0.1 (the book's choice).
 CLOSEST_T_GRIDS = {2: (20.0, 0.001), 3: (10.0, 0.01)}
 #: The grid for four or more classes, (logit range R, step).
 CLOSEST_T_GRID_MANY = (10.0, 0.1)
