@@ -59,7 +59,7 @@ def reliability_diagram(probs, labels, n_bins: int = 15, binning: str = "uniform
     ax.set_ylim(0, 1)
     ax.set_ylabel("accuracy")
     ax.tick_params(labelbottom=False)
-    ax.legend(loc="upper left", fontsize=7, frameon=False)
+    ax.legend(loc="upper left", fontsize=8, frameon=False)
     if show_ece:
         ece = metrics.ece(probs, labels, n_bins=n_bins, binning=binning)
         ax.text(0.97, 0.04, f"ECE = {100 * ece:.2f}%", transform=ax.transAxes, ha="right", va="bottom", fontsize=8)

@@ -1,0 +1,100 @@
+"""Every figure of the book is a numbered MyST-NB figure: caption, unique name, alt text, collapsed input.
+
+The chapters are parsed with jupytext, as the book runner reads them; nothing is executed. A code cell that
+draws a matplotlib figure (it calls ``plt.show()``, ``plt.subplots``, ``plt.figure`` or a ``plot_*`` /
+``reliability_diagram`` helper) must carry
+
+- ``mystnb.figure.caption``: what the reader should see, in words (at least one sentence);
+- ``mystnb.figure.name``: ``fig-...``, unique over the whole book, so that the text can ``{numref}`` it;
+- ``mystnb.image.alt``: a description of the picture (not a file name or an image hash);
+- the ``hide-input`` tag (plotting code is plumbing);
+
+and show at most one figure. Titles and captions do not borrow a paper's figure numbers without saying whose
+they are ("after Fig. 3 of Mukhoti et al. (2020)").
+"""
+
+import re
+from pathlib import Path
+
+import jupytext
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = sorted((ROOT / "chapters").glob("[0-9][0-9]-*.md"))
+
+DRAWS = re.compile(r"plt\.(show|subplots|figure)\(|\bplot_\w+\(|\breliability_diagram\(")
+# a paper's figure number ("Fig. 3", "Fig. 4(a)") in a title or caption must say whose it is
+BORROWED = re.compile(r"\bFig\.\s*\d")
+ATTRIBUTED = re.compile(r"\bFig\.\s*\d+(\([a-z, -]+\))?\s+of\s+[A-Z][\w &.-]+\(\d{4}\)|paper's Fig\.")
+TITLE_CALL = re.compile(r"""(?:set_title|suptitle|title\s*=)\s*\(?\s*r?f?(["'])(.*?)\1""")
+
+
+def figure_problems(path: Path) -> tuple[list[str], list[str]]:
+    """(problems, figure names) of one chapter file."""
+    problems, names = [], []
+    notebook = jupytext.read(path)
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type != "code" or not DRAWS.search(cell.source):
+            continue
+        where = f"{path.name} cell {index} ({cell.source.strip().splitlines()[0][:50]!r})"
+        meta = cell.metadata.get("mystnb", {})
+        figure, image = meta.get("figure", {}), meta.get("image", {})
+        caption = " ".join(str(figure.get("caption", "")).split())
+        name = str(figure.get("name", ""))
+        alt = " ".join(str(image.get("alt", "")).split())
+        if len(caption) < 40 or "." not in caption:
+            problems.append(f"{where}: no figure caption (mystnb: figure: caption:)")
+        if not re.fullmatch(r"fig-[a-z0-9-]+", name):
+            problems.append(f"{where}: no figure name fig-... (mystnb: figure: name:)")
+        else:
+            names.append(name)
+        if len(alt) < 30 or re.search(r"\.(png|svg|jpe?g)\b|[0-9a-f]{32}", alt):
+            problems.append(f"{where}: no alt text describing the figure (mystnb: image: alt:)")
+        if "hide-input" not in cell.metadata.get("tags", []):
+            problems.append(f"{where}: a figure cell must be tagged hide-input")
+        if cell.source.count("plt.show()") > 1:
+            problems.append(f"{where}: shows {cell.source.count('plt.show()')} figures; one figure per cell")
+        if BORROWED.search(caption) and not ATTRIBUTED.search(caption):
+            problems.append(f"{where}: the caption borrows a paper's figure number without saying whose")
+        for _, title in TITLE_CALL.findall(cell.source):
+            if BORROWED.search(title) and not ATTRIBUTED.search(title) and not re.search(r"\bof\b", title):
+                problems.append(f"{where}: the title {title!r} borrows a paper's figure number")
+    return problems, names
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_every_figure_is_numbered_captioned_and_described(path):
+    problems, _ = figure_problems(path)
+    assert not problems, "\n".join(problems)
+
+
+def test_figure_names_are_unique_book_wide():
+    names = [n for path in CHAPTERS for n in figure_problems(path)[1]]
+    assert len(names) > 30
+    assert len(names) == len(set(names)), sorted({n for n in names if names.count(n) > 1})
+
+
+def test_numref_targets_exist():
+    names = {n for path in CHAPTERS for n in figure_problems(path)[1]}
+    for path in CHAPTERS:
+        for target in re.findall(r"\{numref\}`(?:[^`<]*<)?(fig-[a-z0-9-]+)>?`", path.read_text()):
+            assert target in names, f"{path.name}: {{numref}} to unknown figure {target}"
+
+
+def test_the_check_catches_a_bare_figure(tmp_path):
+    bad = tmp_path / "99-bad.md"
+    bad.write_text(
+        "---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\n"
+        "    format_version: 0.13\nkernelspec:\n  display_name: Python 3\n  language: python\n  name: python3\n"
+        "---\n\n# Bad\n\n"
+        "```{code-cell} ipython3\nfig, ax = plt.subplots()\nax.set_title('Fig. 3: curves')\nplt.show()\n"
+        "plt.plot([1, 2])\nplt.show()\n```\n\n"
+        "```{code-cell} ipython3\n---\nmystnb:\n  figure:\n    caption: |\n      Curves after the paper, Fig. 2.\n"
+        "    name: fig-ok\n  image:\n    alt: ../_images/3beae1da67d121f2eaecb3af5d8ff913ee79538d8c32fd725cee8a355cb18b86.png\n"
+        "tags: [hide-input]\n---\nfig, ax = plt.subplots()\nplt.show()\n```\n")
+    problems, names = figure_problems(bad)
+    text = "\n".join(problems)
+    for expected in ("no figure caption", "no figure name", "no alt text", "hide-input", "shows 2 figures",
+                     "title 'Fig. 3: curves'", "caption borrows"):
+        assert expected in text, expected
+    assert names == ["fig-ok"]
