@@ -39,7 +39,7 @@ from calib.notebook import glue_number, markdown_table
 from calib.pages import errata_page, ledger_page, released_code_page, reproduction_page, status_page
 
 __all__ = ["PROFILES", "ChapterError", "ChapterRun", "repo_root", "build_dir", "chapters_in_toc", "run_chapter",
-           "run_book", "timing_table", "build_book", "glue_number", "markdown_table"]
+           "run_book", "timing_table", "build_book", "strip_solutions", "glue_number", "markdown_table"]
 
 #: The execution profiles, ``quick`` (CPU, seconds to a few minutes a chapter) or ``full`` (paper scale, GPU
 #: if present).

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["PageReport", "find_chromium", "rendered_dom", "check_page", "check_book", "visible_code_lines"]
+__all__ = ["PageReport", "find_chromium", "rendered_dom", "check_page", "book_pages", "check_book",
+           "visible_code_lines"]
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
 _RAW_TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
@@ -53,6 +54,7 @@ class PageReport:
 
     @property
     def ok(self) -> bool:
+        """True when the page has no problem."""
         return not self.problems
 
 

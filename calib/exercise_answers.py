@@ -38,11 +38,14 @@ class Expected:
 
 @dataclass(frozen=True)
 class Exercise:
+    """An exercise's self-check: its label, its chapter, and the expected answer of each named part."""
+
     label: str
     chapter: str
     parts: dict[str, Expected]
 
 
+#: Every exercise with a self-check, by label (filled by the ``register`` calls below).
 EXERCISES: dict[str, Exercise] = {}
 
 

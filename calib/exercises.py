@@ -31,8 +31,7 @@ import numpy as np
 
 from calib.exercise_answers import EXERCISES, Exercise, Expected, register
 
-__all__ = ["Expected", "Exercise", "ExerciseError", "PartResult", "CheckResult", "EXERCISES", "register",
-           "check", "labels", "parts_of"]
+__all__ = ["ExerciseError", "PartResult", "CheckResult", "check", "labels", "parts_of"]
 
 
 class ExerciseError(AssertionError):
@@ -55,11 +54,14 @@ def parts_of(label: str) -> list[str]:
 
 @dataclass
 class PartResult:
+    """The verdict on one part of an answer, and a detail that never contains the expected value."""
+
     part: str
     verdict: str            # "right", "close" or "wrong"
     detail: str = ""
 
     def line(self, label: str) -> str:
+        """The printed line, e.g. ``ex-g-gamma-one threshold: right``."""
         return f"{label} {self.part}: {self.verdict}" + (f" ({self.detail})" if self.detail else "")
 
 
@@ -72,6 +74,7 @@ class CheckResult:
 
     @property
     def right(self) -> bool:
+        """True when every part given is right."""
         return all(p.verdict == "right" for p in self.parts)
 
     def __bool__(self) -> bool:

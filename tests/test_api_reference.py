@@ -30,7 +30,8 @@ PUBLIC_MODULES = [
     "calib.focal.gradient", "calib.focal.schedules", "calib.focal.optimum", "calib.focal.calibration_map",
     "calib.soft_binning", "calib.stats", "calib.simulate", "calib.selective", "calib.data", "calib.models",
     "calib.train", "calib.experiments", "calib.plots", "calib.claims", "calib.symbolic", "calib.published",
-    "calib.notebook", "calib.pages", "calib.book", "calib.cli",
+    "calib.notebook", "calib.pages", "calib.book", "calib.browser", "calib.exercises", "calib.exercise_answers",
+    "calib.cli",
 ]
 #: Modules that are not documented: the package roots (their names are the submodules' re-exports) and the entry
 #: point. Private modules (a name starting with "_") are left out as well.
