@@ -35,11 +35,13 @@ import yaml
 from calib import claims as claims_module
 from calib._reproducible import CPU_ISA_VARIABLES, pin_cpu_kernels
 from calib.claims import repo_root
+from calib.exercises import exercises_in
 from calib.notebook import glue_number, markdown_table
-from calib.pages import errata_page, ledger_page, released_code_page, reproduction_page, status_page
+from calib.pages import (errata_page, exercises_page, ledger_page, released_code_page, reproduction_page,
+                         status_page)
 
 __all__ = ["PROFILES", "ChapterError", "ChapterRun", "repo_root", "build_dir", "chapters_in_toc", "run_chapter",
-           "run_book", "timing_table", "build_book", "strip_solutions", "glue_number", "markdown_table"]
+           "run_book", "timing_table", "build_book", "strip_solutions", "add_starter_cells", "glue_number", "markdown_table"]
 
 #: The execution profiles, ``quick`` (CPU, seconds to a few minutes a chapter) or ``full`` (paper scale, GPU
 #: if present).
@@ -137,8 +139,8 @@ def run_chapter(root: Path, name: str, profile: str = "quick", parameters: dict 
     ledger = build_dir(root) / "claims.jsonl"
     running = build_dir(root) / f"claims.{name}.running.jsonl"     # this run's records, until it succeeds
     running.unlink(missing_ok=True)
-    params = {"profile": profile, "device": "auto", "seed": 0}
-    params.update(parameters or {})
+    # every parameter the chapter declares goes into papermill's injected cell, so the page shows the values used
+    params = {**{k: v for k, v in declared.items() if v is not None}, "profile": profile, **(parameters or {})}
     env_backup = {k: os.environ.get(k) for k in ("CALIB_LEDGER", "CALIB_CHAPTER", "CALIB_STRICT", "MPLBACKEND",
                                                  *CPU_ISA_VARIABLES)}
     kernel_env = dict(os.environ)
@@ -300,6 +302,8 @@ def build_book(root: Path, strict: bool = True, student: bool = False) -> Path:
     (src / "book" / "reproduction.md").write_text(reproduction_page(records), encoding="utf-8")
     (src / "book" / "released-code.md").write_text(released_code_page(records), encoding="utf-8")
     (src / "book" / "status.md").write_text(status_page(timings, names), encoding="utf-8")
+    entries = [e for n in names for e in exercises_in(n, (root / "chapters" / f"{n}.md").read_text(encoding="utf-8"))]
+    (src / "book" / "exercises.md").write_text(exercises_page(entries, names), encoding="utf-8")
     output = root
     if student:
         src, output = _stage_student(root, src, names), build / "student"
@@ -378,6 +382,29 @@ def _stage_student(root: Path, src: Path, names: list[str]) -> Path:
     for name in names:
         executed = staged / "chapters" / f"{name}.ipynb"
         nbformat.write(strip_solutions(nbformat.read(executed, as_version=4)), executed)
-        blank = strip_solutions(_markdown_to_notebook(root / "chapters" / f"{name}.md"))
+        blank = add_starter_cells(strip_solutions(_markdown_to_notebook(root / "chapters" / f"{name}.md")))
         nbformat.write(blank, notebooks / f"{name}.ipynb")
     return staged
+
+
+def add_starter_cells(nb):
+    """After each exercise, a code cell for the student's work that ends with the exercise's self-check call
+    (``check("ex-...", part=..., ...)``, the parts from :mod:`calib.exercise_answers`); in place, returns it."""
+    import nbformat
+
+    from calib import exercises
+
+    known = set(exercises.labels())
+    cells = []
+    for cell in nb.cells:
+        cells.append(cell)
+        if cell.cell_type != "markdown":
+            continue
+        for label in re.findall(r"^(?:`{3,}|:{3,})\{exercise\}[^\n]*\n(?::[^\n]*\n)*?:label:\s*(\S+)", cell.source, re.M):
+            lines = [f"# Exercise {label}: your work here"]
+            if label in known:
+                parts = ", ".join(f"{part}=..." for part in exercises.parts_of(label))
+                lines += ["", "from calib.exercises import check", "", f"check({label!r}, {parts})"]
+            cells.append(nbformat.v4.new_code_cell("\n".join(lines), metadata={"tags": ["student-work"]}))
+    nb.cells = cells
+    return nb

@@ -66,7 +66,17 @@ def _sympy():
     return sympy
 
 
-# --- 02 The focal-loss gradient ------------------------------------------------------------------------------
+# --- 00 Using calib in your own training -------------------------------------------------------------------------
+
+# (the chapter's exercises are registered here)
+
+
+# --- 01 Measuring calibration ------------------------------------------------------------------------------------
+
+# (the chapter's exercises are registered here)
+
+
+# --- 02 The focal-loss gradient ----------------------------------------------------------------------------------
 
 register("ex-g-gamma-one", "02-focal-gradient",
          threshold=Expected(lambda: _sympy().exp(-1), hint="solve g(p, 1) = 1 on (0, 1/2)"),
@@ -77,7 +87,7 @@ register("ex-g-near-one", "02-focal-gradient",
                         hint="the limit of g(p, gamma)/(1-p)^gamma as p -> 1, in terms of gamma"))
 
 
-# --- 03 Choosing gamma ---------------------------------------------------------------------------------------
+# --- 03 Choosing gamma -------------------------------------------------------------------------------------------
 
 def _gamma_star(p0):
     from calib.focal import gamma_star
@@ -95,3 +105,43 @@ register("ex-gamma-star-point-three", "03-choosing-gamma",
          principal=Expected(lambda: 0.0, atol=1e-8, hint="evaluate Eq. 12 with branch k = 0"))
 register("ex-gamma-star-near-half", "03-choosing-gamma",
          slope=Expected(_near_half_slope, hint="the limit of gamma*(p0)/(1/2 - p0) as p0 -> 1/2"))
+
+
+# --- 04 Weight magnification in a linear model -------------------------------------------------------------------
+
+# (the chapter's exercises are registered here)
+
+
+# --- 05 Miscalibration during training ---------------------------------------------------------------------------
+
+# (the chapter's exercises are registered here)
+
+
+# --- 06 What focal loss estimates --------------------------------------------------------------------------------
+
+# (the chapter's exercises are registered here)
+
+
+# --- 07 The focal calibration map --------------------------------------------------------------------------------
+
+# (the chapter's exercises are registered here)
+
+
+# --- 08 Soft calibration objectives ------------------------------------------------------------------------------
+
+# (the chapter's exercises are registered here)
+
+
+# --- 09 Reweighted risk ------------------------------------------------------------------------------------------
+
+# (the chapter's exercises are registered here)
+
+
+# --- 10 The benchmark --------------------------------------------------------------------------------------------
+
+# (the chapter's exercises are registered here)
+
+
+# --- 11 The papers' tables ---------------------------------------------------------------------------------------
+
+# (the chapter's exercises are registered here)

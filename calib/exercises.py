@@ -24,6 +24,7 @@ Answers are compared by kind:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +32,8 @@ import numpy as np
 
 from calib.exercise_answers import EXERCISES, Exercise, Expected, register
 
-__all__ = ["ExerciseError", "PartResult", "CheckResult", "check", "labels", "parts_of"]
+__all__ = ["ExerciseError", "PartResult", "CheckResult", "check", "labels", "parts_of", "LEVELS", "ExerciseEntry",
+           "exercises_in", "solution_text"]
 
 
 class ExerciseError(AssertionError):
@@ -193,3 +195,75 @@ def _compare_symbolic(name, given, expected, spec, hint) -> PartResult:
 
 def _load() -> None:
     """The answer key is :mod:`calib.exercise_answers`, registered when it is imported (above)."""
+    return None
+
+
+# --- The exercises of the chapters, as the course layer lists them ------------------------------------------------
+
+LEVELS = ("easy", "medium", "hard")
+
+_EXERCISE = re.compile(r"^(?P<fence>`{3,}|:{3,})\{exercise\}[ \t]*(?P<title>[^\n]*)\n(?P<body>.*?)^(?P=fence)[ \t]*$",
+                       re.M | re.S)
+_LABEL = re.compile(r"^:label:\s*(\S+)", re.M)
+_TAGS = re.compile(r"^\*Level:\* (?P<level>\w+) · \*Time:\* (?P<minutes>\d+) min · \*Objective:\* "
+                   r"\{ref\}`(?P<objective>O\d+\.\d+) <(?P<target>obj-\d+-\d+)>` · \*Self-check:\* (?P<check>yes|no)$",
+                   re.M)
+
+
+@dataclass
+class ExerciseEntry:
+    """One exercise of a chapter, as its source declares it.
+
+    ``level``, ``minutes``, ``objective`` and ``self_check`` come from the tag line that opens the exercise,
+    ``*Level:* medium · *Time:* 20 min · *Objective:* {ref}`O2.1 <obj-2-1>` · *Self-check:* yes``;
+    ``asserts`` is whether its solution checks its own answer (``check(..., strict=True)`` or an ``assert``).
+    They are None when the exercise has no tag line.
+    """
+
+    chapter: str
+    label: str
+    title: str
+    level: str | None = None
+    minutes: int | None = None
+    objective: str | None = None
+    objective_target: str | None = None
+    self_check: bool | None = None
+    asserts: bool = False
+
+
+def exercises_in(chapter: str, source: str) -> list[ExerciseEntry]:
+    """The exercises of a chapter's MyST source, in order, with their tags and whether their solutions assert."""
+    entries = []
+    for match in _EXERCISE.finditer(source):
+        label = _LABEL.search(match.group("body"))
+        if label is None:
+            raise ValueError(f"chapter {chapter}: the exercise {match.group('title')!r} has no :label:; give every "
+                             f"exercise a label so that its solution and self-check can name it.")
+        entry = ExerciseEntry(chapter, label.group(1), match.group("title").strip())
+        tags = _TAGS.search(match.group("body"))
+        if tags:
+            entry.level, entry.minutes = tags.group("level"), int(tags.group("minutes"))
+            entry.objective, entry.objective_target = tags.group("objective"), tags.group("target")
+            entry.self_check = tags.group("check") == "yes"
+        entry.asserts = _solution_asserts(source, entry.label)
+        entries.append(entry)
+    return entries
+
+
+def solution_text(source: str, label: str) -> str:
+    """The text of the solution to exercise ``label`` (a ``{solution}`` block or ``{solution-start}`` ...
+    ``{solution-end}``), or "" when it has none."""
+    start = re.search(r"^(`{3,}|:{3,})\{solution(-start)?\}[ \t]*" + re.escape(label) + r"[ \t]*$", source, re.M)
+    if start is None:
+        return ""
+    if start.group(2):
+        end = re.compile(r"^(`{3,}|:{3,})\{solution-end\}", re.M).search(source, start.end())
+        return source[start.end(): end.start() if end else len(source)]
+    end = re.compile(r"^" + re.escape(start.group(1)) + r"[ \t]*$", re.M).search(source, start.end())
+    return source[start.end(): end.start() if end else len(source)]
+
+
+def _solution_asserts(source: str, label: str) -> bool:
+    text = solution_text(source, label)
+    strict_check = re.search(r"check\(\s*[\"']" + re.escape(label) + r"[\"'][^)]*strict\s*=\s*True", text, re.S)
+    return bool(strict_check or re.search(r"^\s*assert\b", text, re.M))

@@ -21,7 +21,7 @@ from __future__ import annotations
 from calib import claims as claims_module
 
 __all__ = ["PAPERS", "VERDICT_MEANINGS", "ABOUT_MEANINGS", "vocabulary_table", "summary_table", "ledger_page",
-           "errata_page", "reproduction_page", "released_code_page", "status_page"]
+           "errata_page", "reproduction_page", "released_code_page", "status_page", "exercises_page"]
 
 #: The papers the ledger files claims under, in the order the pages list them, with their citation text.
 #:
@@ -296,4 +296,33 @@ def status_page(timings: dict, order: list[str]) -> str:
             total += t["seconds"]
             out.append(f"| {_chapter_link(name)} | {t['profile']} | {t['seconds']:.1f} | {t['claims']} | {t['finished']} |")
     out.append(f"| total | | {total:.1f} | | |")
+    return "\n".join(out) + "\n"
+
+
+def exercises_page(entries, chapters: list[str]) -> str:
+    """MyST source of the exercise table: per chapter, each exercise's title (linked), level, time, objective,
+    whether it has a self-check and whether its solution checks its own answer (:func:`calib.exercises.exercises_in`
+    gives the entries)."""
+    out = ["(exercise-table)=", "# Exercises", "",
+           "Every exercise of the book, with the tags it carries: its level, a time estimate, the learning objective "
+           "of the {doc}`syllabus <syllabus>` it serves, whether `calib.exercises.check` can check an answer "
+           "without revealing it (*self-check*), and whether the book's solution checks its own answer when the "
+           "book is built (*solution checked*).", ""]
+    total = sum(e.minutes or 0 for e in entries)
+    out += [f"{len(entries)} exercises, about {total / 60:.0f} hours in all; "
+            f"{sum(bool(e.self_check) for e in entries)} with a self-check, "
+            f"{sum(e.asserts for e in entries)} with a solution that checks itself.", ""]
+    for chapter in chapters:
+        mine = [e for e in entries if e.chapter == chapter]
+        if not mine:
+            continue
+        out += [f"## {{doc}}`/chapters/{chapter}`", "",
+                "| exercise | level | time | objective | self-check | solution checked |",
+                "|---|---|---:|---|---|---|"]
+        for e in mine:
+            objective = f"{{ref}}`{e.objective} <{e.objective_target}>`" if e.objective else "–"
+            out.append(f"| {{ref}}`{_md(e.title) or e.label} <{e.label}>` | {e.level or '–'} | "
+                       f"{f'{e.minutes} min' if e.minutes else '–'} | {objective} | "
+                       f"{'yes' if e.self_check else 'no'} | {'yes' if e.asserts else 'no'} |")
+        out.append("")
     return "\n".join(out) + "\n"

@@ -214,3 +214,17 @@ def test_strip_solutions_removes_every_form_of_solution_and_keeps_the_rest():
     broken = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("```{solution-start} ex\n```\nopen")])
     with pytest.raises(ValueError, match="no {solution-end}"):
         book.strip_solutions(broken)
+
+
+def test_student_notebooks_get_a_cell_to_work_in_after_each_exercise():
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("```{exercise} Threshold\n:label: ex-g-gamma-one\n\nShow it.\n```\n\n"
+                                      "```{exercise} Other\n:label: ex-no-check\n\nExplain.\n```"),
+        nbformat.v4.new_code_cell("x = 1")])
+    out = book.add_starter_cells(nb)
+    assert [c.cell_type for c in out.cells] == ["markdown", "code", "code", "code"]
+    first, second = out.cells[1].source, out.cells[2].source
+    assert "check('ex-g-gamma-one', threshold=..., argmax=..., maximum=...)" in first
+    assert "ex-no-check" in second and "check(" not in second
