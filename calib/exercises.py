@@ -7,7 +7,7 @@ A student works an exercise in the chapter's notebook and checks each part::
     check("ex-g-gamma-one", threshold=0.3679, maximum=1.1353)
 
 prints one line per part, e.g. ``ex-g-gamma-one threshold: right`` or ``maximum: close (agrees to 1e-3, not to
-1e-9: carry more digits)``. The expected values are computed by :mod:`calib` from the exercise's data when
+1e-9: carry more digits)``. The expected values are computed by the library from the exercise's data when
 first asked (nothing here is a typed-in number that could drift from the library), and are never printed.
 
 The book's own solutions end with ``check(..., strict=True)``: a solution whose answer is not right raises

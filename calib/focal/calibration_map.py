@@ -416,7 +416,7 @@ def ts_bounds(gamma, sharp: bool = False):
     return scalar_or_array(low), scalar_or_array(high)
 
 
-#: Default grids of the closest-temperature search: (logit range R, step), by number of classes.
+#: Default grids of the closest-temperature search, (logit range R, step) by number of classes.
 #: Binary: s in [0, 20] step 0.001. Three classes: logits in (-5, 5), step
 #: 0.01, as Sec. 3.3 states, i.e. sorted differences 0 >= d_2 >= d_3 > -10. Four or more: the paper gives no
 #: grid; step 0.1 (the book's choice).
