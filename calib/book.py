@@ -86,6 +86,12 @@ class ChapterRun:
     error: str = ""
 
 
+def _chapter_title(source: Path) -> str:
+    """The chapter's title: its first level-1 heading."""
+    match = re.search(r"^# (.+)$", source.read_text(encoding="utf-8"), re.M)
+    return match.group(1).strip() if match else source.stem
+
+
 def _stage_static(root: Path, src: Path) -> None:
     """Copy the non-executable sources into the staged book (executed chapters are written there by run)."""
     src.mkdir(parents=True, exist_ok=True)
@@ -303,7 +309,8 @@ def build_book(root: Path, strict: bool = True, student: bool = False) -> Path:
     (src / "book" / "released-code.md").write_text(released_code_page(records), encoding="utf-8")
     (src / "book" / "status.md").write_text(status_page(timings, names), encoding="utf-8")
     entries = [e for n in names for e in exercises_in(n, (root / "chapters" / f"{n}.md").read_text(encoding="utf-8"))]
-    (src / "book" / "exercises.md").write_text(exercises_page(entries, names), encoding="utf-8")
+    titles = {n: _chapter_title(root / "chapters" / f"{n}.md") for n in names}
+    (src / "book" / "exercises.md").write_text(exercises_page(entries, names, titles), encoding="utf-8")
     output = root
     if student:
         src, output = _stage_student(root, src, names), build / "student"

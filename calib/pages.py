@@ -299,10 +299,11 @@ def status_page(timings: dict, order: list[str]) -> str:
     return "\n".join(out) + "\n"
 
 
-def exercises_page(entries, chapters: list[str]) -> str:
+def exercises_page(entries, chapters: list[str], titles: dict | None = None) -> str:
     """MyST source of the exercise table: per chapter, each exercise's title (linked), level, time, objective,
     whether it has a self-check and whether its solution checks its own answer (:func:`calib.exercises.exercises_in`
-    gives the entries)."""
+    gives the entries); ``titles`` maps a chapter to its title, for the section headings."""
+    titles = titles or {}
     out = ["(exercise-table)=", "# Exercises", "",
            "Every exercise of the book, with the tags it carries: its level, a time estimate, the learning objective "
            "of the {doc}`syllabus <syllabus>` it serves, whether `calib.exercises.check` can check an answer "
@@ -316,12 +317,12 @@ def exercises_page(entries, chapters: list[str]) -> str:
         mine = [e for e in entries if e.chapter == chapter]
         if not mine:
             continue
-        out += [f"## {{doc}}`/chapters/{chapter}`", "",
-                "| exercise | level | time | objective | self-check | solution checked |",
-                "|---|---|---:|---|---|---|"]
+        out += [f"## {_md_with_math(titles.get(chapter, chapter))}", "", f"In {{doc}}`/chapters/{chapter}`.", "",
+                "| exercise | title | level | time | objective | self-check | solution checked |",
+                "|---|---|---|---:|---|---|---|"]
         for e in mine:
             objective = f"{{ref}}`{e.objective} <{e.objective_target}>`" if e.objective else "–"
-            out.append(f"| {{ref}}`{_md(e.title) or e.label} <{e.label}>` | {e.level or '–'} | "
+            out.append(f"| {{numref}}`{e.label}` | {_md_with_math(e.title) or '–'} | {e.level or '–'} | "
                        f"{f'{e.minutes} min' if e.minutes else '–'} | {objective} | "
                        f"{'yes' if e.self_check else 'no'} | {'yes' if e.asserts else 'no'} |")
         out.append("")

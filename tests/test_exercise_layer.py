@@ -59,5 +59,5 @@ def test_labels_are_unique_and_the_table_lists_them_all():
     labels = [e.label for e in everything]
     assert len(labels) == len(set(labels))
     page = exercises_page(everything, CHAPTERS)
-    assert all(f"<{label}>`" in page for label in labels)
+    assert all(f"{{numref}}`{label}`" in page for label in labels)
     assert set(exercises.labels()) <= set(labels), set(exercises.labels()) - set(labels)
