@@ -145,3 +145,20 @@ register("ex-gamma-star-near-half", "03-choosing-gamma",
 # --- 11 The papers' tables ---------------------------------------------------------------------------------------
 
 # (the chapter's exercises are registered here)
+
+
+def _chance_coincidence_bound(p_cell: float = 1 / 50, min_cells: int = 5) -> float:
+    """Row pairs compared by chapter 11's search for coinciding rows, times p_cell ** min_cells."""
+    from calib.published import printed_row_values, read_published
+
+    row_by = {"mukhoti2020": ("table", "dataset", "model"), "komisarenko2024": ("table", "dataset", "stage"),
+              "karandikar2021": ("table", "dataset"), "zhou2025": ("table", "dataset", "model", "stage")}
+    rows = {p: sum(sum(v is not None for v in values) >= min_cells
+                   for values in printed_row_values(read_published(p), by).values()) for p, by in row_by.items()}
+    return sum(n * (n - 1) // 2 for n in rows.values()) * p_cell ** min_cells
+
+
+register("ch11-ex-coincidence", "11-paper-tables",
+         expected_coincidences=Expected(_chance_coincidence_bound, rtol=1e-6, atol=0,
+                                        hint="the number of row pairs compared, times the chance that five cells "
+                                             "agree"))
