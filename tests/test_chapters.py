@@ -84,3 +84,32 @@ def test_every_built_page_reads_well_in_a_browser():
     formulas = {r.page: r.formulas for r in reports}
     assert all(formulas[f"chapters/{n}.html"] > 0 for n in book.chapters_in_toc(ROOT) if n != "11-paper-tables")
     assert formulas["book/notation.html"] > 0
+
+
+@pytest.mark.chapters
+def test_the_student_book_has_no_solutions_and_a_cell_to_work_in_after_each_exercise():
+    """After the build above: `calib book build --student` renders the same chapters without any solution, and
+    writes notebooks with a work cell (and the self-check call where there is one) after each exercise."""
+    import nbformat
+
+    from calib import exercises
+    from calib.exercises import exercises_in
+
+    if not (ROOT / "_build" / "html" / "index.html").is_file():
+        pytest.skip("the book is not built (the first test builds it)")
+    index = book.build_book(ROOT, student=True)
+    html = index.parent
+    names = book.chapters_in_toc(ROOT)
+    full = (ROOT / "_build" / "html" / "chapters" / f"{names[1]}.html").read_text()
+    assert "solution" in full.lower() and 'class="solution' in full            # the control: solutions exist
+    for name in names:
+        page = (html / "chapters" / f"{name}.html").read_text()
+        assert 'class="solution' not in page and "solution-start" not in page, name
+        entries = exercises_in(name, (ROOT / "chapters" / f"{name}.md").read_text(encoding="utf-8"))
+        assert all(f'id="{e.label}"' in page for e in entries), name                 # the exercises remain
+        notebook = nbformat.read(ROOT / "_build" / "student" / "notebooks" / f"{name}.ipynb", as_version=4)
+        work = [c.source for c in notebook.cells if "student-work" in c.metadata.get("tags", [])]
+        assert len(work) == len(entries), name
+        for e, cell in zip(entries, work):
+            assert e.label in cell and (("check(" in cell) == (e.label in exercises.labels())), e.label
+        assert not any(sol in c.source for c in notebook.cells for sol in ("{solution-start}", "{solution}")), name
