@@ -107,7 +107,7 @@ def _ch01_debias(part):
         return bias
     if part == "debiased":
         return plugin - bias
-    # Kumar et al. (2019), Sec. 5 and their code (p-lambda/verified_calibration): per bin with n_b >= 2,
+    # Kumar et al. (2019), as in their code (p-lambda/verified_calibration): per bin with n_b >= 2,
     # (A_b - C_b)^2 - A_b (1 - A_b) / (n_b - 1), weighted by n_b / N; a bin with fewer samples adds 0
     rel = metrics.reliability(p, y)
     n, full = rel.counts.sum(), rel.counts > 1
@@ -182,7 +182,7 @@ register("ch01-ex-ties", "01-measuring-calibration",
          torrvision_empty=Expected(lambda: _ch01_ties("torrvision_empty"),
                                    hint="count the bins of the (lo, hi] rule that hold no sample"))
 register("ch01-ex-ts-limits", "01-measuring-calibration",
-         temperature=Expected(lambda: _ch01_ts_limits("temperature"), rtol=1e-5,
+         temperature=Expected(lambda: _ch01_ts_limits("temperature"), rtol=1e-4,
                               hint="minimise the mean NLL of softmax(z / T) over T > 0"),
          ece_before=Expected(lambda: _ch01_ts_limits("ece_before"), hint="15 equal-width bins, l1"),
          ece_after=Expected(lambda: _ch01_ts_limits("ece_after"), rtol=1e-4, hint="15 equal-width bins, l1"))
