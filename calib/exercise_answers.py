@@ -73,7 +73,122 @@ def _sympy():
 
 # --- 01 Measuring calibration ------------------------------------------------------------------------------------
 
-# (the chapter's exercises are registered here)
+# Chapter 01's exercises build their data from seeded generators, as the exercise texts say, so that the key can
+# rebuild exactly the student's data.
+
+def _ch01_two_sample_ece(n):
+    import numpy as np
+
+    from calib import simulate
+
+    return float(simulate.expected_ece_exact(np.array([[0.3, 0.25, 0.25, 0.2]] * n)))
+
+
+def _ch01_debias_data():
+    import numpy as np
+
+    from calib import simulate
+
+    z, y = simulate.calibrated_logits(1000, 10, np.random.default_rng(1), scale=2.0)
+    return simulate.softmax(z), y
+
+
+def _ch01_debias(part):
+    import numpy as np
+
+    from calib import metrics, simulate
+
+    p, y = _ch01_debias_data()
+    plugin = metrics.ece(p, y, norm="l2") ** 2
+    bias = simulate.calibrated_ece_bias(p).l2_squared
+    if part == "plugin":
+        return plugin
+    if part == "bias":
+        return bias
+    if part == "debiased":
+        return plugin - bias
+    # Kumar et al. (2019), as in their code (p-lambda/verified_calibration): per bin with n_b >= 2,
+    # (A_b - C_b)^2 - A_b (1 - A_b) / (n_b - 1), weighted by n_b / N; a bin with fewer samples adds 0
+    rel = metrics.reliability(p, y)
+    n, full = rel.counts.sum(), rel.counts > 1
+    a, c, nb = rel.accuracy[full], rel.confidence[full], rel.counts[full]
+    return float(np.sum(nb / n * ((a - c) ** 2 - a * (1 - a) / (nb - 1))))
+
+
+def _ch01_votes():
+    import numpy as np
+
+    from calib import simulate
+
+    rng = np.random.default_rng(5)
+    z, y = simulate.calibrated_logits(2000, 10, rng, scale=2.0)
+    return rng.multinomial(16, simulate.softmax(z)) / 16, y
+
+
+def _ch01_ties(part):
+    import numpy as np
+
+    from calib import metrics
+
+    votes, y = _ch01_votes()
+    if part == "calib_ece":
+        return metrics.adaptive_ece(votes, y)
+    value, counts = metrics.adaptive_ece_torrvision(votes, y, return_counts=True)
+    return value if part == "torrvision_ece" else int(np.sum(counts == 0))
+
+
+def _ch01_ts_limits(part):
+    import numpy as np
+
+    from calib import metrics, simulate
+    from calib.posthoc import TemperatureScaling
+
+    z, y = simulate.calibrated_logits(20_000, 10, np.random.default_rng(2), scale=2.0)
+    z = np.where(np.arange(20_000) % 2 == 0, 2.5, 0.4)[:, None] * z
+    ts = TemperatureScaling("nll").fit(z, y)
+    if part == "temperature":
+        return ts.temperature
+    return metrics.ece(ts.predict_proba(z), y) if part == "ece_after" else metrics.ece(simulate.softmax(z), y)
+
+
+def _ch01_hidden_bin(part):
+    import numpy as np
+
+    from calib import metrics
+
+    p, y = np.array([[0.95, 0.05], [1.0, 0.0]]), np.array([0, 1])
+    if part == "right_closed":
+        return metrics.ece(p, y)
+    one = p.max(1) == 1.0                            # torchmetrics: confidence 1.0 in a bin of its own
+    gap_one = abs(np.mean(p[one].argmax(1) == y[one]) - 1.0)
+    return float((1 - one.mean()) * metrics.ece(p[~one], y[~one]) + one.mean() * gap_one)
+
+
+register("ch01-ex-two-samples", "01-measuring-calibration",
+         n2=Expected(lambda: _ch01_two_sample_ece(2), hint="sum |A - 0.3| over the binomial outcomes of A"),
+         n3=Expected(lambda: _ch01_two_sample_ece(3), hint="A takes the values 0, 1/3, 2/3, 1"))
+register("ch01-ex-debias", "01-measuring-calibration",
+         plugin=Expected(lambda: _ch01_debias("plugin"), hint="15 equal-width bins, the count-weighted mean of "
+                                                              "(A_b - C_b)^2"),
+         bias=Expected(lambda: _ch01_debias("bias"), hint="(1/N) sum over non-empty bins of the mean of c(1 - c)"),
+         debiased=Expected(lambda: _ch01_debias("debiased"), hint="the plug-in value minus the bias"),
+         kumar=Expected(lambda: _ch01_debias("kumar"), hint="subtract (n_b/N) A_b (1 - A_b) / (n_b - 1) per bin "
+                                                            "with n_b >= 2"))
+register("ch01-ex-ties", "01-measuring-calibration",
+         calib_ece=Expected(lambda: _ch01_ties("calib_ece"), hint="15 equal-mass bins cut by position"),
+         torrvision_ece=Expected(lambda: _ch01_ties("torrvision_ece"),
+                                 hint="edges from np.interp over the sorted confidences, bins (lo, hi], weights "
+                                      "divided by N"),
+         torrvision_empty=Expected(lambda: _ch01_ties("torrvision_empty"),
+                                   hint="count the bins of the (lo, hi] rule that hold no sample"))
+register("ch01-ex-ts-limits", "01-measuring-calibration",
+         temperature=Expected(lambda: _ch01_ts_limits("temperature"), rtol=1e-4,
+                              hint="minimise the mean NLL of softmax(z / T) over T > 0"),
+         ece_before=Expected(lambda: _ch01_ts_limits("ece_before"), hint="15 equal-width bins, l1"),
+         ece_after=Expected(lambda: _ch01_ts_limits("ece_after"), rtol=1e-4, hint="15 equal-width bins, l1"))
+register("ch01-ex-hidden-bin", "01-measuring-calibration",
+         right_closed=Expected(lambda: _ch01_hidden_bin("right_closed"), hint="both samples share the bin (14/15, 1]"),
+         torchmetrics=Expected(lambda: _ch01_hidden_bin("torchmetrics"), hint="1.0 is a bin of its own"))
 
 
 # --- 02 The focal-loss gradient ----------------------------------------------------------------------------------
@@ -85,6 +200,37 @@ register("ex-g-gamma-one", "02-focal-gradient",
 register("ex-g-near-one", "02-focal-gradient",
          limit=Expected(lambda: 1 + _sympy().Symbol("gamma", nonnegative=True),
                         hint="the limit of g(p, gamma)/(1-p)^gamma as p -> 1, in terms of gamma"))
+
+
+def _entropy_bound_part(part):
+    import numpy as np
+
+    from calib import focal, metrics, symbolic
+
+    p_hat, eta = np.array([0.6, 0.3, 0.1]), np.array([1.0, 0.0, 0.0])
+    if part == "focal_loss":
+        return float(focal.focal_risk(p_hat, eta, 2.0))
+    if part == "kl":                                 # one-hot eta: KL(eta || p_hat) is the cross-entropy
+        return metrics.nll(p_hat[None], [0])
+    if part == "entropy":                            # L_c - gamma H[p_hat] at gamma = 0 and 1
+        return float(focal.entropy_regularised_bound(p_hat, eta, 0.0) - focal.entropy_regularised_bound(p_hat, eta, 1.0))
+    if part == "bound":
+        return float(focal.entropy_regularised_bound(p_hat, eta, 2.0))
+    d = symbolic.entropy_bound()
+    if part == "bernoulli_gap":
+        return float(d["bernoulli_gap"].subs({symbolic.p: 0.6, symbolic.gamma: 0.5}))
+    return d["dD_at_0"]
+
+
+register("ex-entropy-bound", "02-focal-gradient",
+         focal_loss=Expected(lambda: _entropy_bound_part("focal_loss"), hint="-(1 - p_y)^gamma log p_y, gamma = 2"),
+         kl=Expected(lambda: _entropy_bound_part("kl"), hint="KL(eta || p_hat) for a one-hot eta"),
+         entropy=Expected(lambda: _entropy_bound_part("entropy"), hint="natural logarithms"),
+         bound=Expected(lambda: _entropy_bound_part("bound"), hint="KL - gamma H, gamma = 2"),
+         bernoulli_gap=Expected(lambda: _entropy_bound_part("bernoulli_gap"),
+                                hint="(1 - p)^gamma - (1 - gamma p) at p = 0.6, gamma = 1/2"),
+         slope=Expected(lambda: _entropy_bound_part("slope"),
+                        hint="differentiate D(p, gamma) in gamma and set gamma = 0; an expression in p"))
 
 
 # --- 03 Choosing gamma -------------------------------------------------------------------------------------------
@@ -105,6 +251,38 @@ register("ex-gamma-star-point-three", "03-choosing-gamma",
          principal=Expected(lambda: 0.0, atol=1e-8, hint="evaluate Eq. 12 with branch k = 0"))
 register("ex-gamma-star-near-half", "03-choosing-gamma",
          slope=Expected(_near_half_slope, hint="the limit of gamma*(p0)/(1/2 - p0) as p0 -> 1/2"))
+
+
+def _design_schedule(part):
+    from calib import focal
+
+    schedule = focal.schedule_from_prop2([0.1, 0.2], 0.15)
+    if part == "gammas":
+        import numpy as np
+
+        return np.asarray(schedule.gammas, dtype=float)
+    return focal.upweighted_intervals(schedule)[-1][1]
+
+
+def _flsd532(part):
+    import numpy as np
+
+    from calib import focal
+
+    if part == "intervals":
+        return np.asarray(focal.upweighted_intervals(focal.FLSD_532), dtype=float)
+    return focal.upweighted_intervals(focal.FLSD_532) == focal.upweighted_intervals(focal.FLSD_53)
+
+
+register("ex-design-schedule", "03-choosing-gamma",
+         gammas=Expected(lambda: _design_schedule("gammas"), rtol=1e-8,
+                         hint="gamma*(0.1), gamma*(0.15) and gamma*(0.2), in the order of the bins"),
+         upweighted_to=Expected(lambda: _design_schedule("upweighted_to"), rtol=1e-8,
+                                hint="where the effective g crosses 1"))
+register("ex-flsd532", "03-choosing-gamma",
+         intervals=Expected(lambda: _flsd532("intervals"), rtol=1e-8,
+                            hint="an array of (lo, hi) rows: the thresholds of gamma = 5 and 3, clipped to their bins"),
+         same_as_flsd53=Expected(lambda: _flsd532("same"), hint="compare with FLSD-53's intervals"))
 
 
 # --- 04 Weight magnification in a linear model -------------------------------------------------------------------
