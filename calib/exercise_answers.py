@@ -199,6 +199,17 @@ register("ch04-ex-more-noise", "04-linear-toy",
                               hint="a share in [0, 1], the mean over seeds 0-4"),
          above_90_fl=Expected(lambda: _toy_above_90(1, noise=0.2), rtol=0, atol=1e-3,
                               hint="a share in [0, 1], the mean over seeds 0-4"))
+def _toy_ratio_interval(seeds):
+    from calib.stats import seed_interval
+
+    return seed_interval(_linear_toy_rerun(seeds=tuple(seeds))[0])
+
+
+register("ch04-ex-other-draws", "04-linear-toy",
+         low=Expected(lambda: _toy_ratio_interval(range(100, 105)).low, rtol=1e-4,
+                      hint="mean - t(0.975, 4) s / sqrt(5), s with ddof = 1"),
+         high=Expected(lambda: _toy_ratio_interval(range(100, 105)).high, rtol=1e-4,
+                       hint="mean + t(0.975, 4) s / sqrt(5), s with ddof = 1"))
 register("ch04-ex-gamma", "04-linear-toy",
          ratio=Expected(lambda: _toy_ratio(gamma=2.0), rtol=1e-4, hint="the mean over seeds 0-4 of ||w_CE|| / ||w_FL||"),
          median_fl=Expected(lambda: _toy_median(1, gamma=2.0), rtol=1e-4,
