@@ -200,6 +200,7 @@ def _load() -> None:
 
 # --- The exercises of the chapters, as the course layer lists them ------------------------------------------------
 
+#: The levels an exercise may carry in its tag line.
 LEVELS = ("easy", "medium", "hard")
 
 _EXERCISE = re.compile(r"^(?P<fence>`{3,}|:{3,})\{exercise\}[ \t]*(?P<title>[^\n]*)\n(?P<body>.*?)^(?P=fence)[ \t]*$",
