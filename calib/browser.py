@@ -33,7 +33,7 @@ __all__ = ["PageReport", "find_chromium", "rendered_dom", "check_page", "book_pa
            "visible_code_lines"]
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
-_RAW_TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
+_RAW_TABLE_ROW = re.compile(r"^\s*\|[^|]*\S[^|]*(\|[^|]*\S[^|]*)+\|\s*$")   # | a | b |: two cells or more
 _TABLE_RULE = re.compile(r"\|\s*:?-{3,}:?\s*\|")
 _TEX_DELIMITER = re.compile(r"\\\(|\\\)|\\\[|\\\]|\$\$")
 _DOLLAR_MATH = re.compile(r"(?<![\w$])\$(?!\s)[^$\n]+?(?<!\s)\$(?![\w$])")   # $x$ left as text
@@ -89,8 +89,11 @@ def _soup(html: str):
 
 
 def _is_toggled_away(element) -> bool:
-    """True when the element sits in a collapsed toggle: a closed ``<details>``, outside its summary."""
+    """True when the element sits in a collapsed toggle: a closed ``<details>``, outside its summary, or a
+    dropdown admonition (an exercise's solution), which sphinx-togglebutton collapses."""
     for parent in element.parents:
+        if parent.name == "div" and "dropdown" in parent.get("class", []):
+            return True
         if parent.name == "details" and not parent.has_attr("open"):
             summary = parent.find("summary", recursive=False)
             return summary is None or summary not in element.parents
@@ -144,7 +147,7 @@ def _check_rendered(report: PageReport, dom: str) -> None:
     tex = [line for line in lines if _TEX_DELIMITER.search(line) or _DOLLAR_MATH.search(line)]
     if tex:
         report.problems.append(f"raw TeX in the text: {tex[0].strip()[:100]!r}")
-    tables = [line for line in lines if _TABLE_RULE.search(line) or _RAW_TABLE_ROW.match(line) and line.count("|") >= 3]
+    tables = [line for line in lines if _TABLE_RULE.search(line) or _RAW_TABLE_ROW.match(line)]
     if tables:
         report.problems.append(f"a Markdown table left as text: {tables[0].strip()[:100]!r}")
     code = _visible_code_cells(soup)

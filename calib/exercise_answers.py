@@ -46,6 +46,8 @@ class Exercise:
 
 
 #: Every exercise with a self-check, by label (filled by the ``register`` calls below).
+#:
+#: :meta hide-value:
 EXERCISES: dict[str, Exercise] = {}
 
 

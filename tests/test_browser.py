@@ -107,6 +107,13 @@ def test_text_inside_code_or_a_closed_toggle_is_not_the_reader_s_text():
     assert rendered_problems(page(body)).ok
 
 
+def test_a_norm_is_not_a_table_and_a_solution_s_code_is_not_in_view(site):
+    assert rendered_problems(page("<article><p>||w_CE|| grows</p></article>")).ok
+    solution = ('<div class="solution dropdown admonition"><div class="cell docutils container">'
+                '<div class="cell_input docutils container"><pre>x = 1\ny = 2</pre></div></div></div>')
+    assert static_problems(site, page(CLEAN_BODY + solution)).visible_code_lines == 2     # the clean body's only
+
+
 def test_check_book_refuses_a_folder_without_a_book(tmp_path):
     with pytest.raises(FileNotFoundError, match="no built book"):
         browser.check_book(tmp_path)
