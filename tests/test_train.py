@@ -367,8 +367,11 @@ def test_ctrl_c_exits_130_with_the_resume_command_and_leaves_nothing_half_writte
     cfg = {**TINY, "epochs": 20, "train_subset": 5600}
     out = tmp_path / "run"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    # a shell that starts pytest in the background ignores SIGINT, and a child inherits that (Python then installs
+    # no KeyboardInterrupt handler): give the child the default disposition, as a terminal's Ctrl-C finds it
     proc = subprocess.Popen(_cli_args(cfg, out), env=env, cwd=str(tmp_path), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert _wait_for_epochs(proc, out, 1)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
