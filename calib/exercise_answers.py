@@ -315,8 +315,6 @@ def _linear_toy_rerun(noise=0.1, gamma=1.0, half_side=2.0, seeds=tuple(range(5))
 
 
 def _toy_ratio(**setting):
-    import numpy as np
-
     return float(_linear_toy_rerun(**setting)[0].mean())
 
 
@@ -379,6 +377,8 @@ register("ch04-ex-more-noise", "04-linear-toy",
                               hint="a share in [0, 1], the mean over seeds 0-4"),
          above_90_fl=Expected(lambda: _toy_above_90(1, noise=0.2), rtol=0, atol=1e-3,
                               hint="a share in [0, 1], the mean over seeds 0-4"))
+
+
 def _toy_ratio_interval(seeds):
     from calib.stats import seed_interval
 

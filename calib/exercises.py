@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from calib.exercise_answers import EXERCISES, Exercise, Expected, register
+from calib.exercise_answers import EXERCISES, Exercise, Expected, register  # noqa: F401 - register: for new keys
 
 __all__ = ["ExerciseError", "PartResult", "CheckResult", "check", "labels", "parts_of", "LEVELS", "ExerciseEntry",
            "exercises_in", "solution_text"]
