@@ -41,7 +41,8 @@ from calib.pages import (errata_page, exercises_page, ledger_page, released_code
                          status_page)
 
 __all__ = ["PROFILES", "ChapterError", "ChapterRun", "repo_root", "build_dir", "chapters_in_toc", "run_chapter",
-           "run_book", "timing_table", "build_book", "strip_solutions", "add_starter_cells", "glue_number", "markdown_table"]
+           "run_book", "timing_table", "build_book", "strip_solutions", "add_starter_cells", "glue_number",
+           "markdown_table"]
 
 #: The execution profiles, ``quick`` (CPU, seconds to a few minutes a chapter) or ``full`` (paper scale, GPU
 #: if present).
@@ -319,7 +320,8 @@ def build_book(root: Path, strict: bool = True, student: bool = False) -> Path:
     if strict:
         cmd += ["-W", "-n", "--keep-going"]
     # The API reference (book/api/) imports calib with autodoc: this checkout's calib, whichever one is installed.
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(Path(root).resolve()), os.environ.get("PYTHONPATH")) if p)}
+    paths = (str(Path(root).resolve()), os.environ.get("PYTHONPATH"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=root, env=env)
     print(f"[book] jupyter-book build: {time.perf_counter() - start:.1f} s")
@@ -394,6 +396,9 @@ def _stage_student(root: Path, src: Path, names: list[str]) -> Path:
     return staged
 
 
+_EXERCISE_LABEL = re.compile(r"^(?:`{3,}|:{3,})\{exercise\}[^\n]*\n(?::[^\n]*\n)*?:label:\s*(\S+)", re.M)
+
+
 def add_starter_cells(nb):
     """After each exercise, a code cell for the student's work that ends with the exercise's self-check call
     (``check("ex-...", part=..., ...)``, the parts from :mod:`calib.exercise_answers`); in place, returns it."""
@@ -407,7 +412,7 @@ def add_starter_cells(nb):
         cells.append(cell)
         if cell.cell_type != "markdown":
             continue
-        for label in re.findall(r"^(?:`{3,}|:{3,})\{exercise\}[^\n]*\n(?::[^\n]*\n)*?:label:\s*(\S+)", cell.source, re.M):
+        for label in _EXERCISE_LABEL.findall(cell.source):
             lines = [f"# Exercise {label}: your work here"]
             if label in known:
                 parts = ", ".join(f"{part}=..." for part in exercises.parts_of(label))

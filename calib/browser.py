@@ -138,11 +138,13 @@ def _check_rendered(report: PageReport, dom: str) -> None:
     report.formulas = len(soup.find_all("mjx-container"))
     untypeset = [m for m in math if m.find("mjx-container") is None]
     if untypeset:
-        report.problems.append(f"{len(untypeset)} formula(s) not typeset by MathJax, e.g. {untypeset[0].get_text()[:80]!r}")
+        example = untypeset[0].get_text()[:80]
+        report.problems.append(f"{len(untypeset)} formula(s) not typeset by MathJax, e.g. {example!r}")
     errors = soup.find_all("mjx-merror")
     report.math_errors = len(errors)
     if errors:
-        report.problems.append(f"{len(errors)} MathJax error(s), e.g. {errors[0].get('data-mjx-error', errors[0].get_text())[:120]!r}")
+        example = errors[0].get("data-mjx-error", errors[0].get_text())[:120]
+        report.problems.append(f"{len(errors)} MathJax error(s), e.g. {example!r}")
     lines = _visible_text_lines(soup)
     tex = [line for line in lines if _TEX_DELIMITER.search(line) or _DOLLAR_MATH.search(line)]
     if tex:
@@ -173,7 +175,9 @@ def _check_static(report: PageReport, page: Path, html_root: Path, ids_of) -> No
     for tag, attr in (("script", "src"), ("link", "href")):
         for element in soup.find_all(tag):
             url = element.get(attr)
-            if not url or (tag == "link" and "stylesheet" not in element.get("rel", []) and element.get("as") != "script"):
+            is_style_or_script = (tag == "script" or "stylesheet" in element.get("rel", [])
+                                  or element.get("as") == "script")
+            if not url or not is_style_or_script:
                 continue
             if urlsplit(url).scheme in ("http", "https") or url.startswith("//"):
                 report.problems.append(f"<{tag}> loads {url} from the network")
@@ -241,7 +245,8 @@ def book_pages(html_root: Path) -> list[Path]:
     return sorted(p for p in html_root.rglob("*.html") if not skip & set(p.relative_to(html_root).parts))
 
 
-def check_book(html_root: Path, chromium: str | None = None, workers: int = 2, progress: bool = True) -> list[PageReport]:
+def check_book(html_root: Path, chromium: str | None = None, workers: int = 2,
+               progress: bool = True) -> list[PageReport]:
     """Check every page of the built book in headless Chromium; one :class:`PageReport` per page."""
     html_root = Path(html_root)
     if not (html_root / "index.html").is_file():
