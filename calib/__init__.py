@@ -20,13 +20,11 @@ checks it against this list; DESIGN.md has the plan this follows):
 - layer 3: ``calib.train`` (training runs with diagnostics, checkpoints and resume), ``calib.experiments`` (grids
   of runs, the store of finished runs, post-hoc maps and metrics across runs), ``calib.selective``
   (Zhou et al. 2025's selective-classification bounds and counterexamples, built on simulate and losses)
-- layer 4: ``calib.plots``, ``calib.claims`` (the claims ledger and its graded verdicts, and the repository
-  root), ``calib.book`` (the runner: papermill executes the chapters, jupyter-book renders them),
-  ``calib.pages`` (the back-matter pages built from the ledger: claims, errata, reproduction, released code,
-  execution statistics), ``calib.notebook`` (the helpers chapters share for presentation: glued numbers,
-  Markdown tables, number and interval text, CPU timing), ``calib.browser`` (the built book opened in headless
-  Chromium, offline, and checked as a reader sees it), ``calib.exercises`` (self-checks for the exercises:
-  right, close or wrong, never the answer) with its answer key ``calib.exercise_answers``, ``calib.cli``
+- layer 4: ``calib.plots`` (the reliability diagram), ``calib.cli`` (the ``calib`` command)
+
+The book's machinery (its runner, back-matter pages, browser check, notebook helpers, claims ledger, exercise
+checker and answer key) is no part of the library: it is the package ``calib_book`` in the repository's
+``book/`` folder, which imports calib and which calib never imports (``calib book ...`` loads it from a checkout).
 
 Submodules are imported on demand (``import calib.metrics``), so that ``import calib`` stays cheap.
 """

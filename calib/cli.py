@@ -1,4 +1,10 @@
-"""The ``calib`` command: ``calib book run``, ``calib book build``, ``calib train``, ``calib sweep``."""
+"""The ``calib`` command: ``calib book run``, ``calib book build``, ``calib book check``, ``calib train``,
+``calib sweep``.
+
+``calib train`` and ``calib sweep`` run anywhere. ``calib book ...`` runs in a checkout of the book's repository:
+it finds the book (``_toc.yml``) at or above the working directory and imports the book's machinery, the package
+``calib_book`` in the checkout's ``book/`` folder, which no installation of calib holds.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,6 @@ import sys
 import time
 from pathlib import Path
 
-from calib import book
 from calib._reproducible import pin_cpu_kernels
 
 
@@ -27,8 +32,8 @@ def _parser() -> argparse.ArgumentParser:
     book_parser = commands.add_parser("book", help="execute and render the book")
     book_commands = book_parser.add_subparsers(dest="book_command", required=True)
     run = book_commands.add_parser("run", help="execute the chapters of _toc.yml with papermill into _build/")
-    run.add_argument("--profile", choices=book.PROFILES, default="quick",
-                     help="quick: CPU, minutes for the whole book; full: paper scale, GPU if present")
+    run.add_argument("--profile", default="quick",
+                     help="quick (default): CPU, minutes for the whole book; full: paper scale, GPU if present")
     run.add_argument("--only", action="append", metavar="NAME",
                      help="run only this chapter (e.g. 01-measuring-calibration); repeatable")
     run.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"), default=[],
@@ -43,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="render the book without the exercises' solutions into _build/student, and write the "
                             "chapters as notebooks for students (solutions removed) to _build/student/notebooks")
     check = book_commands.add_parser("check", help="open every built page in headless chromium, offline, and check "
-                                                   "math, tables, code, images and links (see calib.browser)")
+                                                   "math, tables, code, images and links (see calib_book.browser)")
     check.add_argument("--workers", type=int, default=2, help="pages rendered at once (default 2)")
     _add_train_parser(commands)
     _add_sweep_parser(commands)
@@ -209,15 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in ("train", "sweep"):
         pin_cpu_kernels()                           # before torch is imported: runs retrain bit for bit
     try:
-        root = book.repo_root() if args.command == "book" else None   # `calib train` runs anywhere
-        if args.command == "book" and args.book_command == "run":
-            params = {name: _parse_value(value) for name, value in args.parameter}
-            book.run_book(root, profile=args.profile, only=args.only, parameters=params, keep_going=args.keep_going,
-                          strict=not args.no_strict)
-        elif args.command == "book" and args.book_command == "build":
-            book.build_book(root, strict=not args.no_strict, student=args.student)
-        elif args.command == "book" and args.book_command == "check":
-            return _check_book(root, args.workers)
+        if args.command == "book":
+            return _book(args)
         elif args.command == "train":
             _train(args)
         elif args.command == "sweep":
@@ -228,15 +226,57 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("calib: interrupted", file=sys.stderr)
         return 130
-    except (book.ChapterError, ValueError, OSError, FloatingPointError) as exc:   # OSError: missing files, full disks
+    except (_BookError, ValueError, OSError, FloatingPointError) as exc:   # OSError: missing files, full disks
         print(f"calib: error: {_one_line(exc)}", file=sys.stderr)
         return 1
     return 0
 
 
+class _BookError(Exception):
+    """``calib book`` cannot go on (no checkout, a chapter failed, the build folder is in use): exit 1, one line."""
+
+
+def _book_machinery():
+    """The book at or above the working directory, and its runner (``calib_book.runner``), imported from the
+    checkout's ``book/`` folder (put first on ``sys.path``); _BookError outside a checkout."""
+    here = Path.cwd().resolve()
+    root = next((folder for folder in (here, *here.parents) if (folder / "_toc.yml").is_file()), None)
+    if root is None:
+        raise _BookError(f"`calib book` runs in a checkout of the book's repository, and there is no _toc.yml at or "
+                         f"above {here}: cd into the repository (the folder with _toc.yml and book/calib_book/).")
+    machinery = root / "book" / "calib_book"
+    if (machinery / "__init__.py").is_file() and str(machinery.parent) not in sys.path:
+        sys.path.insert(0, str(machinery.parent))
+    try:
+        from calib_book import runner
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("calib_book", "calib_book.runner"):
+            raise
+        raise _BookError(f"{root} holds a book but not its machinery ({machinery} is missing): run `calib book` from "
+                         f"a full checkout of the repository.") from None
+    return root, runner
+
+
+def _book(args) -> int:
+    """``calib book run|build|check`` on the book at or above the working directory."""
+    root, runner = _book_machinery()
+    try:
+        if args.book_command == "run":
+            params = {name: _parse_value(value) for name, value in args.parameter}
+            runner.run_book(root, profile=args.profile, only=args.only, parameters=params,
+                            keep_going=args.keep_going, strict=not args.no_strict)
+        elif args.book_command == "build":
+            runner.build_book(root, strict=not args.no_strict, student=args.student)
+        elif args.book_command == "check":
+            return _check_book(root, args.workers)
+    except (runner.ChapterError, runner.BuildLockedError) as exc:
+        raise _BookError(str(exc)) from None
+    return 0
+
+
 def _check_book(root, workers: int) -> int:
     """``calib book check``: a line per page, the problems found, and exit status 1 when there are any."""
-    from calib import browser
+    from calib_book import browser
 
     if workers < 1:
         raise ValueError(f"workers={workers}: pass 1 or more pages to render at once.")

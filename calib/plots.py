@@ -1,4 +1,4 @@
-"""Figures used across the book (matplotlib)."""
+"""Figures of calibration for a practitioner's own models (matplotlib): the reliability diagram."""
 
 from __future__ import annotations
 

@@ -1,12 +1,19 @@
-"""Fixtures shared by the test modules."""
+"""Fixtures shared by the test modules, and the book's machinery (``book/calib_book``) on the import path."""
+
+import sys
+from pathlib import Path
 
 from calib._reproducible import pin_cpu_kernels
 
 pin_cpu_kernels()   # before any test module imports torch: runs retrain bit for bit on any x86 machine
 
+#: The folder that holds ``calib_book``, the book's machinery: it ships in no wheel, the tests import it from here.
+BOOK = Path(__file__).resolve().parents[1] / "book"
+if str(BOOK) not in sys.path:
+    sys.path.insert(0, str(BOOK))
+
 import gzip  # noqa: E402
-import struct
-from pathlib import Path
+import struct  # noqa: E402
 
 import numpy as np
 import pytest

@@ -1,10 +1,11 @@
-"""The API reference (book/api/*.md) covers every public name of calib, once, and names only real modules.
+"""The API reference (book/api/*.md) covers every public name of calib and of the book's machinery (calib_book),
+once, and names only real modules; the answer key is in none of it.
 
 The pages are MyST files whose ``{eval-rst}`` blocks hold ``.. automodule::`` directives; Sphinx documents what
 they select, and with ``undoc-members`` off it silently drops a member that has no docstring. So a name counts
 as covered when its module is automodule'd with ``:members:``, the name is not excluded there, and it has a
 docstring (functions, classes, their public methods) or a ``#:`` doc comment (constants). A name re-exported
-from another module (``calib.book.markdown_table``) may be excluded where it is imported, provided it is
+from another module (``calib_book.runner.repo_root``) may be excluded where it is imported, provided it is
 covered where it is defined. The build itself (``-W -n``) checks that the docstrings render.
 """
 
@@ -20,6 +21,7 @@ import yaml
 from sphinx.pycode import ModuleAnalyzer
 
 import calib
+import calib_book
 
 ROOT = Path(__file__).resolve().parents[1]
 API = ROOT / "book" / "api"
@@ -29,10 +31,13 @@ PUBLIC_MODULES = [
     "calib.metrics", "calib.posthoc", "calib.losses.functional", "calib.losses.batch", "calib.losses.registry",
     "calib.focal.gradient", "calib.focal.schedules", "calib.focal.optimum", "calib.focal.calibration_map",
     "calib.soft_binning", "calib.stats", "calib.simulate", "calib.selective", "calib.data", "calib.models",
-    "calib.train", "calib.experiments", "calib.plots", "calib.claims", "calib.symbolic", "calib.published",
-    "calib.notebook", "calib.pages", "calib.book", "calib.browser", "calib.exercises", "calib.exercise_answers",
-    "calib.cli",
+    "calib.train", "calib.experiments", "calib.plots", "calib.symbolic", "calib.published", "calib.cli",
 ]
+#: The modules of the book's machinery (book/calib_book) the machinery page documents: all but the answer key,
+#: which no page of the student site may render (autodoc would show its values, viewcode its source).
+BOOK_MODULES = ["calib_book.claims", "calib_book.notebook", "calib_book.linear_toy", "calib_book.exercises",
+                "calib_book.pages", "calib_book.browser", "calib_book.runner"]
+ANSWER_KEY = "calib_book.answers"
 #: Modules that are not documented: the package roots (their names are the submodules' re-exports) and the entry
 #: point. Private modules (a name starting with "_") are left out as well.
 NOT_DOCUMENTED = {"calib", "calib.losses", "calib.focal", "calib.__main__"}
@@ -123,11 +128,30 @@ def test_every_public_module_is_listed():
     assert public - NOT_DOCUMENTED == set(PUBLIC_MODULES)
 
 
+def test_every_book_module_but_the_answer_key_is_listed():
+    found = {m.name for m in pkgutil.walk_packages(calib_book.__path__, "calib_book.")}
+    assert found - {ANSWER_KEY} == set(BOOK_MODULES)
+
+
 def test_api_reference_covers_every_public_name():
     pages = sorted(API.glob("*.md"))
     entries = automodules(pages)
     assert entries, "no automodule directive found in book/api/*.md"
-    assert coverage_problems(entries, PUBLIC_MODULES) == []
+    assert coverage_problems(entries, PUBLIC_MODULES + BOOK_MODULES) == []
+
+
+def test_the_answer_key_is_neither_documented_nor_linked_to_its_source():
+    """No automodule names the key, and no documented module lists one of its objects among its members: autodoc
+    would render the key's values and viewcode its source (``_modules/calib_book/answers.html``)."""
+    entries = automodules(sorted(API.glob("*.md")))
+    assert ANSWER_KEY not in {e["module"] for e in entries}
+    leaks = [f"{e['module']}.{name}" for e in entries if e["module"] in BOOK_MODULES
+             for name in public_names(importlib.import_module(e["module"]))
+             if getattr(getattr(importlib.import_module(e["module"]), name), "__module__", None) == ANSWER_KEY]
+    assert leaks == []
+    # the check can fail: a module that re-exported the key's Expected in __all__ would be reported
+    exercises = importlib.import_module("calib_book.exercises")
+    assert exercises.Expected.__module__ == ANSWER_KEY and "Expected" not in exercises.__all__
 
 
 def test_api_pages_are_in_the_toc():

@@ -1,4 +1,4 @@
-"""The runner (calib.book) on a tiny book made by the test: parameters, ledger, timings, and failures that name
+"""The runner (calib_book.runner) on a tiny book made by the test: parameters, ledger, timings, and failures that name
 the cell. The pages it writes are tested in test_pages.py, the chapter helpers in test_notebook.py."""
 
 import json
@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from calib import book, claims, notebook
+from calib_book import claims, runner
 
 HEADER = textwrap.dedent("""\
     ---
@@ -52,7 +52,7 @@ def tiny_book(tmp_path):
     (tmp_path / "book" / "intro.md").write_text("# Intro\n")
     (tmp_path / "chapters" / "01-good.md").write_text(_chapter("""
         ```{code-cell} ipython3
-        from calib.claims import claim
+        from calib_book.claims import claim
         claim("paper/seed", "the seed parameter arrives", passed=seed == 7, evidence=f"seed={seed}, profile={profile}")
         ```
         """))
@@ -62,7 +62,7 @@ def tiny_book(tmp_path):
         ```
 
         ```{code-cell} ipython3
-        from calib.claims import claim
+        from calib_book.claims import claim
         claim("paper/false", "one is two", passed=x == 2, evidence=f"x={x}")
         ```
         """))
@@ -70,12 +70,12 @@ def tiny_book(tmp_path):
 
 
 def test_toc_order(tiny_book):
-    assert book.chapters_in_toc(tiny_book) == ["01-good", "02-bad"]
+    assert runner.chapters_in_toc(tiny_book) == ["01-good", "02-bad"]
 
 
 def test_run_injects_parameters_records_claims_and_names_the_failing_cell(tiny_book):
-    with pytest.raises(book.ChapterError) as info:
-        book.run_book(tiny_book, only=None, parameters={"seed": 7}, keep_going=True)
+    with pytest.raises(runner.ChapterError) as info:
+        runner.run_book(tiny_book, only=None, parameters={"seed": 7}, keep_going=True)
     message = str(info.value)
     assert "chapter 02-bad failed in cell" in message and "ClaimError" in message and "paper/false" in message
     executed = tiny_book / "_build" / "src" / "chapters" / "01-good.ipynb"
@@ -91,61 +91,60 @@ def test_run_injects_parameters_records_claims_and_names_the_failing_cell(tiny_b
 
 
 def test_a_failing_run_keeps_the_last_successful_records_and_the_build_names_it(tiny_book):
-    with pytest.raises(book.ChapterError, match="02-bad"):
-        book.run_book(tiny_book, parameters={"seed": 7}, keep_going=True)
+    with pytest.raises(runner.ChapterError, match="02-bad"):
+        runner.run_book(tiny_book, parameters={"seed": 7}, keep_going=True)
     ledger = tiny_book / "_build" / "claims.jsonl"
     before = ledger.read_text()
     assert "paper/seed" in before
-    with pytest.raises(book.ChapterError, match="last successful run"):
-        book.run_book(tiny_book, only=["01-good"], parameters={"seed": 8})     # its claim now fails
+    with pytest.raises(runner.ChapterError, match="last successful run"):
+        runner.run_book(tiny_book, only=["01-good"], parameters={"seed": 8})     # its claim now fails
     assert ledger.read_text() == before
-    with pytest.raises(book.ChapterError, match="chapters 01-good, 02-bad have no successful run"):
-        book.build_book(tiny_book)
+    with pytest.raises(runner.ChapterError, match="chapters 01-good, 02-bad have no successful run"):
+        runner.build_book(tiny_book)
 
 
 def test_parameters_are_checked_against_the_parameters_cell(tiny_book):
-    assert book.chapter_parameters(tiny_book / "chapters" / "01-good.md") == {"profile": "quick", "device": "auto",
+    assert runner.chapter_parameters(tiny_book / "chapters" / "01-good.md") == {"profile": "quick", "device": "auto",
                                                                                "seed": 0}
     with pytest.raises(ValueError, match="no parameter 'nosuchparam'; it accepts: profile .*seed"):
-        book.run_chapter(tiny_book, "01-good", parameters={"nosuchparam": 1})
+        runner.run_chapter(tiny_book, "01-good", parameters={"nosuchparam": 1})
     with pytest.raises(ValueError, match="no chapter run here declares it"):
-        book.run_book(tiny_book, parameters={"nosuchparam": 1})
+        runner.run_book(tiny_book, parameters={"nosuchparam": 1})
     with pytest.raises(ValueError, match="seed='abc' is a str, but its default 0 is a int"):
-        book.run_book(tiny_book, only=["01-good"], parameters={"seed": "abc"})
+        runner.run_book(tiny_book, only=["01-good"], parameters={"seed": "abc"})
     with pytest.raises(ValueError, match="profile='nonsense' is not supported"):
-        book.run_book(tiny_book, only=["01-good"], parameters={"profile": "nonsense"})
+        runner.run_book(tiny_book, only=["01-good"], parameters={"profile": "nonsense"})
     assert not (tiny_book / "_build" / "claims.jsonl").exists()          # nothing ran
 
 
 def test_rerunning_one_chapter_replaces_only_its_records(tiny_book):
-    book.run_book(tiny_book, only=["01-good"], parameters={"seed": 7})
-    book.run_book(tiny_book, only=["01-good"], parameters={"seed": 7})
+    runner.run_book(tiny_book, only=["01-good"], parameters={"seed": 7})
+    runner.run_book(tiny_book, only=["01-good"], parameters={"seed": 7})
     lines = (tiny_book / "_build" / "claims.jsonl").read_text().splitlines()
     assert len(lines) == 1
 
 
 def test_unknown_chapter_and_profile_are_errors(tiny_book):
     with pytest.raises(ValueError, match="not a chapter"):
-        book.run_book(tiny_book, only=["03-missing"])
+        runner.run_book(tiny_book, only=["03-missing"])
     with pytest.raises(ValueError, match="profile"):
-        book.run_chapter(tiny_book, "01-good", profile="huge")
+        runner.run_chapter(tiny_book, "01-good", profile="huge")
 
 
 def test_build_refuses_unexecuted_chapters(tiny_book):
-    with pytest.raises(book.ChapterError, match="not executed yet"):
-        book.build_book(tiny_book)
+    with pytest.raises(runner.ChapterError, match="not executed yet"):
+        runner.build_book(tiny_book)
 
 
-def test_book_keeps_its_public_names():
-    """The runner re-exports the chapter helpers and the repository root from their homes."""
-    assert book.glue_number is notebook.glue_number and book.markdown_table is notebook.markdown_table
-    assert book.repo_root is claims.repo_root
-    assert book.repo_root(__file__) == claims.find_repo_root(__file__)
-    assert (book.repo_root(__file__) / "_toc.yml").is_file()
+def test_the_runner_finds_the_repository_root():
+    """The runner re-exports the repository root from the ledger's module."""
+    assert runner.repo_root is claims.repo_root
+    assert runner.repo_root(__file__) == claims.find_repo_root(__file__)
+    assert (runner.repo_root(__file__) / "_toc.yml").is_file()
 
 
 def test_repo_root_of_a_tiny_book_and_its_absence(tiny_book, tmp_path_factory):
-    assert book.repo_root(tiny_book / "chapters") == tiny_book.resolve()
+    assert runner.repo_root(tiny_book / "chapters") == tiny_book.resolve()
     outside = tmp_path_factory.mktemp("elsewhere")
     assert claims.find_repo_root(outside) is None
 
@@ -166,15 +165,16 @@ def test_the_command_line_ends_every_user_error_in_one_line(tiny_book, monkeypat
     def read_only(*args, **kwargs):
         raise PermissionError(13, "Permission denied", str(tiny_book / "_build" / "src"))
 
-    monkeypatch.setattr(book, "build_book", read_only)
+    monkeypatch.setattr(runner, "build_book", read_only)
     assert cli.main(["book", "build"]) == 1
     assert capsys.readouterr().err == f"calib: error: {tiny_book / '_build' / 'src'}: Permission denied\n"
 
 
 def test_book_check_needs_a_built_book_and_reports_each_page(tiny_book, monkeypatch, capsys):
     """`calib book check` ends in one error line without a build, and otherwise prints a line per page and
-    exits 1 when any page has a problem (calib.browser's checks are tested in tests/test_browser.py)."""
-    from calib import browser, cli
+    exits 1 when any page has a problem (calib_book.browser's checks are tested in tests/test_browser.py)."""
+    from calib import cli
+    from calib_book import browser
 
     monkeypatch.chdir(tiny_book)
     assert cli.main(["book", "check"]) == 1
@@ -206,14 +206,14 @@ def test_strip_solutions_removes_every_form_of_solution_and_keeps_the_rest():
                                       "Secret text.\n````\n\nAfter it."),
         nbformat.v4.new_code_cell("starter = None  # students fill this in"),
     ])
-    out = book.strip_solutions(nb)
+    out = runner.strip_solutions(nb)
     text = "\n".join(c.source for c in out.cells)
     assert "42" not in text and "Secret" not in text and "It follows" not in text and "solution" not in text
     assert "Show it." in text and "Compute it." in text and "After it." in text and "starter" in text
     assert [c.cell_type for c in out.cells] == ["markdown", "markdown", "code"]
     broken = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("```{solution-start} ex\n```\nopen")])
     with pytest.raises(ValueError, match="no {solution-end}"):
-        book.strip_solutions(broken)
+        runner.strip_solutions(broken)
 
 
 def test_student_notebooks_get_a_cell_to_work_in_after_each_exercise():
@@ -223,7 +223,7 @@ def test_student_notebooks_get_a_cell_to_work_in_after_each_exercise():
         nbformat.v4.new_markdown_cell("```{exercise} Threshold\n:label: ex-g-gamma-one\n\nShow it.\n```\n\n"
                                       "```{exercise} Other\n:label: ex-no-check\n\nExplain.\n```"),
         nbformat.v4.new_code_cell("x = 1")])
-    out = book.add_starter_cells(nb)
+    out = runner.add_starter_cells(nb)
     assert [c.cell_type for c in out.cells] == ["markdown", "code", "code", "code"]
     first, second = out.cells[1].source, out.cells[2].source
     assert "check('ex-g-gamma-one', threshold=..., argmax=..., maximum=...)" in first

@@ -1,10 +1,10 @@
-"""calib.browser: each check finds the problem it is for, on small pages written here, and passes a clean one."""
+"""calib_book.browser: each check finds the problem it is for, on small pages written here, and passes a clean one."""
 
 import base64
 
 import pytest
 
-from calib import browser
+from calib_book import browser
 
 # a 1x1 PNG
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==")

@@ -7,9 +7,9 @@ import re
 import jupytext
 import pytest
 
-from calib import book
+from calib_book import runner
 
-ROOT = book.repo_root(__file__)
+ROOT = runner.repo_root(__file__)
 HIDDEN = {"hide-input", "remove-input", "remove-cell", "parameters"}
 PLOTTING = re.compile(r"\bplt\.|\.subplots\(|\bax\.|\bfig\.")
 
@@ -42,7 +42,7 @@ def test_the_rule_tells_plumbing_from_teaching():
     assert plumbing("x = metrics.ece(p, y)\nprint(x)") is None
 
 
-@pytest.mark.parametrize("name", book.chapters_in_toc(ROOT))
+@pytest.mark.parametrize("name", runner.chapters_in_toc(ROOT))
 def test_plumbing_cells_are_collapsed(name):
     notebook = jupytext.read(ROOT / "chapters" / f"{name}.md")
     exposed = []

@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from calib import book
-from calib.claims import claim_anchor, read_ledger
+from calib_book import runner
+from calib_book.claims import claim_anchor, read_ledger
 
-ROOT = book.repo_root(__file__)
+ROOT = runner.repo_root(__file__)
 CHAPTERS = sorted((ROOT / "chapters").glob("[0-9][0-9]-*.md"))
 NUMBERED = [p for p in CHAPTERS if p.name[:2] != "00"]
 

@@ -9,16 +9,16 @@ import urllib.parse
 
 import pytest
 
-from calib import book
-from calib.claims import quote_in_text, read_ledger
+from calib_book import runner
+from calib_book.claims import quote_in_text, read_ledger
 
-ROOT = book.repo_root(__file__)
+ROOT = runner.repo_root(__file__)
 
 
 @pytest.mark.chapters
 def test_every_chapter_runs_and_the_book_builds():
-    names = book.chapters_in_toc(ROOT)
-    runs = book.run_book(ROOT, profile="quick")
+    names = runner.chapters_in_toc(ROOT)
+    runs = runner.run_book(ROOT, profile="quick")
     assert [r.name for r in runs] == names
     records = read_ledger(ROOT / "_build" / "claims.jsonl")
     failed = [r.id for r in records if r.passed is False]
@@ -28,7 +28,7 @@ def test_every_chapter_runs_and_the_book_builds():
     _check_quotes(records)
     silent = [n for n in names if not any(r.chapter == n for r in records)]
     assert not silent, f"chapters that record no claim: {silent}"
-    index = book.build_book(ROOT)
+    index = runner.build_book(ROOT)
     assert index.is_file()
     html = ROOT / "_build" / "html"
     for page in ["book/claims.html", "book/errata.html", "book/reproduction.html", "book/released-code.html",
@@ -75,8 +75,8 @@ def _check_quotes(records):
 
 @pytest.mark.chapters
 def test_every_built_page_reads_well_in_a_browser():
-    """After the build above: every page opened in headless Chromium, offline (see calib.browser for the checks)."""
-    from calib import browser
+    """After the build above: every page opened in headless Chromium, offline (calib_book.browser has the checks)."""
+    from calib_book import browser
 
     html = ROOT / "_build" / "html"
     if not (html / "index.html").is_file():
@@ -87,12 +87,13 @@ def test_every_built_page_reads_well_in_a_browser():
                     "with apt when it can; or set CALIB_CHROMIUM)")
     reports = browser.check_book(html, chromium)
     names = {r.page for r in reports}
-    assert {"book/intro.html", "book/claims.html", *(f"chapters/{n}.html" for n in book.chapters_in_toc(ROOT))} <= names
+    chapters = runner.chapters_in_toc(ROOT)
+    assert {"book/intro.html", "book/claims.html", *(f"chapters/{n}.html" for n in chapters)} <= names
     problems = [f"{r.page}: {p}" for r in reports for p in r.problems]
     assert not problems, "\n".join(problems)
     # the math is there: the chapters typeset formulas, and the notation page does too
     formulas = {r.page: r.formulas for r in reports}
-    assert all(formulas[f"chapters/{n}.html"] > 0 for n in book.chapters_in_toc(ROOT) if n != "11-paper-tables")
+    assert all(formulas[f"chapters/{n}.html"] > 0 for n in chapters if n != "11-paper-tables")
     assert formulas["book/notation.html"] > 0
 
 
@@ -102,14 +103,14 @@ def test_the_student_book_has_no_solutions_and_a_cell_to_work_in_after_each_exer
     writes notebooks with a work cell (and the self-check call where there is one) after each exercise."""
     import nbformat
 
-    from calib import exercises
-    from calib.exercises import exercises_in
+    from calib_book import exercises
+    from calib_book.exercises import exercises_in
 
     if not (ROOT / "_build" / "html" / "index.html").is_file():
         pytest.skip("the book is not built (the first test builds it)")
-    index = book.build_book(ROOT, student=True)
+    index = runner.build_book(ROOT, student=True)
     html = index.parent
-    names = book.chapters_in_toc(ROOT)
+    names = runner.chapters_in_toc(ROOT)
     full = (ROOT / "_build" / "html" / "chapters" / f"{names[1]}.html").read_text()
     assert "solution" in full.lower() and 'class="solution' in full            # the control: solutions exist
     for name in names:

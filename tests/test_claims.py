@@ -3,8 +3,8 @@ import json
 import numpy as np
 import pytest
 
-from calib import claims
-from calib.claims import ClaimError, claim, drop_chapter, read_ledger
+from calib_book import claims
+from calib_book.claims import ClaimError, claim, drop_chapter, read_ledger
 
 
 @pytest.fixture

@@ -5,12 +5,12 @@ import re
 
 import pytest
 
-from calib import book, exercises
-from calib.exercises import exercises_in, solution_text
-from calib.pages import exercises_page
+from calib_book import exercises, runner
+from calib_book.exercises import exercises_in, solution_text
+from calib_book.pages import exercises_page
 
-ROOT = book.repo_root(__file__)
-CHAPTERS = book.chapters_in_toc(ROOT)
+ROOT = runner.repo_root(__file__)
+CHAPTERS = runner.chapters_in_toc(ROOT)
 SYLLABUS = (ROOT / "book" / "syllabus.md").read_text(encoding="utf-8")
 OBJECTIVES = dict(re.findall(r"^\((obj-\d+-\d+)\)=\n\*\*(O\d+\.\d+)\*\*", SYLLABUS, re.M))
 
@@ -44,13 +44,13 @@ def test_every_exercise_is_tagged_and_checks_itself_when_it_can(name):
             problems.append(f"{e.label}: objective {e.objective} <{e.objective_target}> is not in the syllabus")
         if e.self_check != (e.label in registered):
             problems.append(f"{e.label}: says self-check {'yes' if e.self_check else 'no'} but is "
-                            f"{'' if e.label in registered else 'not '}in calib.exercise_answers")
+                            f"{'' if e.label in registered else 'not '}in calib_book.answers")
         if e.self_check and not e.asserts:
             problems.append(f"{e.label}: its solution does not end with check({e.label!r}, ..., strict=True)")
         if not solution_text(source, e.label).strip():
             problems.append(f"{e.label}: no solution")
     stray = registered - {e.label for e in entries(name)}
-    problems += [f"{label}: registered in calib.exercise_answers but no such exercise in {name}" for label in stray]
+    problems += [f"{label}: registered in calib_book.answers but no such exercise in {name}" for label in stray]
     assert not problems, "\n".join(problems)
 
 

@@ -1,12 +1,12 @@
-"""calib.exercises: right, close or wrong, never the answer; and every registered answer is what the library
+"""calib_book.exercises: right, close or wrong, never the answer; and every registered answer is what the library
 computes."""
 
 import numpy as np
 import pytest
 import sympy as sp
 
-from calib import exercises
-from calib.exercises import Expected, check
+from calib_book import exercises
+from calib_book.exercises import Expected, check
 
 
 @pytest.fixture

@@ -1,9 +1,10 @@
-"""The helpers chapters share for presentation (calib.notebook): glue, tables, number text, timing."""
+"""The helpers chapters share for presentation (calib_book.notebook): glue, tables, number text, timing."""
 
 import numpy as np
 import pytest
 
-from calib import notebook, stats
+from calib import stats
+from calib_book import notebook
 
 
 @pytest.fixture

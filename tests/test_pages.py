@@ -1,7 +1,7 @@
-"""The back-matter pages built from the ledger: ledger, errata, reproduction, released code (calib.pages)."""
+"""The back-matter pages built from the ledger: ledger, errata, reproduction, released code (calib_book.pages)."""
 
-from calib import pages
-from calib.claims import Claim
+from calib_book import pages
+from calib_book.claims import Claim
 
 
 def _rec(**kw):

@@ -1,4 +1,4 @@
-"""The expected answers behind :func:`calib.exercises.check`, one ``register`` call per exercise.
+"""The expected answers behind :func:`calib_book.exercises.check`, one ``register`` call per exercise.
 
 Each expected value is computed by the library from the exercise's data (a closed form in sympy, or the
 function the chapter teaches), so an answer key cannot drift from what the chapters compute. The chapter's
@@ -294,40 +294,22 @@ import functools  # noqa: E402  (the answer key of chapter 04 caches its reruns)
 
 @functools.lru_cache(maxsize=None)
 def _linear_toy_rerun(noise=0.1, gamma=1.0, half_side=2.0, seeds=tuple(range(5))):
-    """Chapter 04 at one setting (App. B toy, 500 full-batch steps of 0.5 from 0), per draw: CE/FL weight-norm
-    ratio and the confidences of each loss's misclassified test points."""
-    import numpy as np
-    from scipy.special import expit
+    """Chapter 04 at one setting, as its solutions rerun it (App. B toy, 500 full-batch steps of 0.5 from 0)."""
+    from calib_book.linear_toy import rerun_linear_toy
 
-    from calib.data import make_linear_toy
-    from calib.train import logistic_gradient_descent
-
-    data = [make_linear_toy(noise=noise, seed=s, half_side=half_side) for s in seeds]
-    ratio, conf = [], {0: [], 1: []}
-    for d in data:
-        w = logistic_gradient_descent(np.stack([d.x_train] * 2), np.stack([d.y_train] * 2), gamma=[0.0, gamma],
-                                      lr=0.5, iterations=500, record_every=500)["final_w"]
-        ratio.append(np.linalg.norm(w[0]) / np.linalg.norm(w[1]))
-        for k in (0, 1):
-            z = d.x_test @ w[k]
-            conf[k].append(expit(np.abs(z))[(z > 0) != d.y_test])
-    return np.array(ratio), conf
+    return rerun_linear_toy(noise=noise, gamma=gamma, half_side=half_side, seeds=seeds)
 
 
 def _toy_ratio(**setting):
-    return float(_linear_toy_rerun(**setting)[0].mean())
+    return float(_linear_toy_rerun(**setting)["ratio"].mean())
 
 
 def _toy_above_90(loss, **setting):
-    import numpy as np
-
-    return float(np.mean([(c > 0.9).mean() for c in _linear_toy_rerun(**setting)[1][loss]]))
+    return float(_linear_toy_rerun(**setting)[f"above_{loss}"].mean())
 
 
 def _toy_median(loss, **setting):
-    import numpy as np
-
-    return float(np.mean([np.median(c) for c in _linear_toy_rerun(**setting)[1][loss]]))
+    return float(_linear_toy_rerun(**setting)[f"median_{loss}"].mean())
 
 
 @functools.lru_cache(maxsize=None)
@@ -369,20 +351,20 @@ register("ch04-ex-stationary", "04-linear-toy",
                              hint="(1/n) sum (sigma(z) - y) x, projected on w / ||w||"))
 register("ch04-ex-noise", "04-linear-toy",
          ratio=Expected(lambda: _toy_ratio(half_side=4.0), rtol=1e-4, hint="the mean over seeds 0-4 of ||w_CE|| / ||w_FL||"),
-         above_90_ce=Expected(lambda: _toy_above_90(0, half_side=4.0), rtol=0, atol=1e-3,
+         above_90_ce=Expected(lambda: _toy_above_90("ce", half_side=4.0), rtol=0, atol=1e-3,
                               hint="a share in [0, 1], the mean over seeds 0-4"))
 register("ch04-ex-more-noise", "04-linear-toy",
          ratio=Expected(lambda: _toy_ratio(noise=0.2), rtol=1e-4, hint="the mean over seeds 0-4 of ||w_CE|| / ||w_FL||"),
-         above_90_ce=Expected(lambda: _toy_above_90(0, noise=0.2), rtol=0, atol=1e-3,
+         above_90_ce=Expected(lambda: _toy_above_90("ce", noise=0.2), rtol=0, atol=1e-3,
                               hint="a share in [0, 1], the mean over seeds 0-4"),
-         above_90_fl=Expected(lambda: _toy_above_90(1, noise=0.2), rtol=0, atol=1e-3,
+         above_90_fl=Expected(lambda: _toy_above_90("fl", noise=0.2), rtol=0, atol=1e-3,
                               hint="a share in [0, 1], the mean over seeds 0-4"))
 
 
 def _toy_ratio_interval(seeds):
     from calib.stats import seed_interval
 
-    return seed_interval(_linear_toy_rerun(seeds=tuple(seeds))[0])
+    return seed_interval(_linear_toy_rerun(seeds=tuple(seeds))["ratio"])
 
 
 register("ch04-ex-other-draws", "04-linear-toy",
@@ -392,7 +374,7 @@ register("ch04-ex-other-draws", "04-linear-toy",
                        hint="mean + t(0.975, 4) s / sqrt(5), s with ddof = 1"))
 register("ch04-ex-gamma", "04-linear-toy",
          ratio=Expected(lambda: _toy_ratio(gamma=2.0), rtol=1e-4, hint="the mean over seeds 0-4 of ||w_CE|| / ||w_FL||"),
-         median_fl=Expected(lambda: _toy_median(1, gamma=2.0), rtol=1e-4,
+         median_fl=Expected(lambda: _toy_median("fl", gamma=2.0), rtol=1e-4,
                             hint="the median confidence of focal loss's mistakes, averaged over seeds 0-4"))
 
 
@@ -512,7 +494,7 @@ def _stored_focal_scores():
     from calib.focal import log_focal_map
     from calib.posthoc import FocalTemperatureScaling
 
-    store = Path(__file__).resolve().parents[1] / "book" / "results" / "10-benchmark"
+    store = Path(__file__).resolve().parents[1] / "results" / "10-benchmark"
     run = next(r for r in load_store(store, model="mlp-256-256") if r.loss == "fl-3" and r.seed == 0)
     arrays = run.logits()
     z, y = np.asarray(arrays["test_logits"], dtype=np.float64), arrays["test_labels"]

@@ -7,55 +7,158 @@ The layout under ``_build/``:
 ``_build/src/``          the staged book source: ``_config.yml``, ``_toc.yml``, ``book/`` and the executed
                          chapters as ``chapters/NN-slug.ipynb``, plus the generated ledger, errata and
                          execution-statistics pages
-``_build/claims.jsonl``  the claims ledger, one JSON object per claim (see :mod:`calib.claims`)
+``_build/claims.jsonl``  the claims ledger, one JSON object per claim (see :mod:`calib_book.claims`)
 ``_build/timings.json``  wall time of each chapter's last execution
 ``_build/html/``         the rendered book
+``_build/.calib-book.lock``  held by the process that runs or builds the book (:class:`BuildLock`)
 =======================  =================================================================================
 
-This module is the runner only. The back-matter pages it writes come from :mod:`calib.pages`; the helpers that
-chapters share for presentation (glue, tables, number text) are in :mod:`calib.notebook`, and
-:func:`~calib.notebook.glue_number` and :func:`~calib.notebook.markdown_table` are re-exported here for the chapters
-that import them from ``calib.book``. ``repo_root`` is :func:`calib.claims.repo_root`.
+This module is the runner only. The back-matter pages it writes come from :mod:`calib_book.pages`; the helpers
+that chapters share for presentation (glue, tables, number text) are in :mod:`calib_book.notebook`.
+``repo_root`` is :func:`calib_book.claims.repo_root`.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import platform
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from calib import claims as claims_module
 from calib._reproducible import CPU_ISA_VARIABLES, pin_cpu_kernels
-from calib.claims import repo_root
-from calib.exercises import exercises_in
-from calib.notebook import glue_number, markdown_table
-from calib.pages import (errata_page, exercises_page, ledger_page, released_code_page, reproduction_page,
-                         status_page)
+from calib_book import claims as claims_module
+from calib_book.claims import repo_root
+from calib_book.exercises import exercises_in
+from calib_book.pages import (errata_page, exercises_page, ledger_page, released_code_page, reproduction_page,
+                              status_page)
 
-__all__ = ["PROFILES", "ChapterError", "ChapterRun", "repo_root", "build_dir", "chapters_in_toc", "run_chapter",
-           "run_book", "timing_table", "build_book", "strip_solutions", "add_starter_cells", "glue_number",
-           "markdown_table"]
+__all__ = ["PROFILES", "ParameterRange", "PARAMETER_RANGES", "ChapterError", "BuildLockedError", "BuildLock",
+           "ChapterRun", "repo_root", "build_dir", "book_path", "chapters_in_toc", "run_chapter", "chapter_parameters",
+           "check_parameters", "run_book", "timing_table", "build_book", "strip_solutions", "add_starter_cells"]
 
 #: The execution profiles, ``quick`` (CPU, seconds to a few minutes a chapter) or ``full`` (paper scale, GPU
 #: if present).
 PROFILES = ("quick", "full")
 
 
+@dataclass(frozen=True)
+class ParameterRange:
+    """The values a chapter parameter may take, ``low <= value <= high`` (or ``<`` where a bound is open), and
+    why; None is no bound."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    why: str = ""
+
+    def __contains__(self, value) -> bool:
+        return ((self.low is None or (value > self.low if self.low_open else value >= self.low))
+                and (self.high is None or (value < self.high if self.high_open else value <= self.high)))
+
+    def text(self, name: str) -> str:
+        """The range as a reader writes it, e.g. ``0 <= seed <= 2147483647``."""
+        low = f"{self.low!r} {'<' if self.low_open else '<='} " if self.low is not None else ""
+        high = f" {'<' if self.high_open else '<='} {self.high!r}" if self.high is not None else ""
+        return f"{low}{name}{high}"
+
+
+#: The range of each numeric parameter the chapters declare, checked with the types before any chapter runs
+#: (a value out of range would fail minutes into a chapter, or overflow in numpy or torch).
+PARAMETER_RANGES = {
+    "seed": ParameterRange(0, 2**31 - 1, why="numpy's RandomState (the data splits) takes seeds 0 to 2**32 - 1, and "
+                                               "the chapters add offsets to the seed"),
+    "n_seeds": ParameterRange(2, why="an interval over seeds needs at least two"),
+    "noise": ParameterRange(0, 0.5, high_open=True, why="the share of labels flipped"),
+    "gamma": ParameterRange(0, why="focal loss's gamma; 0 is cross-entropy"),
+    "half_side": ParameterRange(0, low_open=True, why="half the side of the square of cluster centres"),
+    "quick_epochs": ParameterRange(1, why="epochs of the quick profile"),
+    "quick_train": ParameterRange(1, why="training images of the quick profile"),
+    "beta": ParameterRange(0, why="the weight of the secondary loss"),
+    "verify_runs": ParameterRange(0, why="a number of runs"),
+}
+
+
 class ChapterError(RuntimeError):
     """A chapter failed to execute; the message names the chapter and the failing cell."""
+
+
+class BuildLockedError(RuntimeError):
+    """Another process is running or building the book in the same ``_build/``."""
 
 
 def build_dir(root: Path) -> Path:
     """The build folder of the book at ``root``: ``root / "_build"``."""
     return root / "_build"
+
+
+def book_path() -> Path:
+    """The folder that holds this package (a checkout's ``book/``): the kernels and Sphinx get it on their path."""
+    return Path(__file__).resolve().parent.parent
+
+
+class BuildLock:
+    """An exclusive lock on the book's build folder (``flock`` on ``_build/.calib-book.lock``) while a process
+    runs or builds the book.
+
+    Two runs on one ``_build/`` would write one ledger and lose each other's claims, so a second process is
+    refused at once with :class:`BuildLockedError`, naming the holder (its pid, command and start time, which the
+    holder writes into the lock file). The kernel releases the lock when its process dies, so a killed run
+    leaves no stale lock (the file stays, unlocked). Re-entrant within a process: :func:`run_book` holds it while
+    :func:`run_chapter` takes it again. Where ``fcntl`` does not exist (Windows) there is no lock.
+    """
+
+    NAME = ".calib-book.lock"
+    _depth: dict[str, int] = {}                     # lock file -> how often this process holds it
+    _fds: dict[str, int] = {}
+
+    def __init__(self, root: Path):
+        self.path = build_dir(Path(root)).absolute() / self.NAME
+        self.key = str(self.path)
+
+    def __enter__(self) -> "BuildLock":
+        if self._depth.get(self.key, 0) == 0:
+            self._acquire()
+        self._depth[self.key] = self._depth.get(self.key, 0) + 1
+        return self
+
+    def _acquire(self) -> None:
+        try:
+            import fcntl
+        except ImportError:                         # pragma: no cover - Windows
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 300).decode(errors="replace").strip() or "a process that has just started"
+            os.close(fd)
+            raise BuildLockedError(f"{self.path.parent} is in use by another calib book run or build ({holder}); "
+                                   f"wait for it to finish (two runs on one _build/ lose each other's claims), or "
+                                   f"run from another clone.") from None
+        command = "calib " + " ".join(sys.argv[1:]) if Path(sys.argv[0]).parent.name == "calib" else sys.argv[0]
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()}, `{command}` on {platform.node()}, since "
+                     f"{time.strftime('%H:%M:%S')}".encode())
+        self._fds[self.key] = fd
+
+    def __exit__(self, *exc) -> None:
+        self._depth[self.key] -= 1
+        if self._depth[self.key] == 0:
+            fd = self._fds.pop(self.key, None)
+            if fd is not None:
+                os.close(fd)                        # closing releases the lock
 
 
 def chapters_in_toc(root: Path) -> list[str]:
@@ -100,7 +203,8 @@ def _stage_static(root: Path, src: Path) -> None:
         shutil.copy2(root / name, src / name)
     if (src / "book").exists():
         shutil.rmtree(src / "book")
-    shutil.copytree(root / "book", src / "book", ignore=shutil.ignore_patterns("results"))
+    # the machinery (this package) is no page of the book: Sphinx imports it from the checkout (build_book)
+    shutil.copytree(root / "book", src / "book", ignore=shutil.ignore_patterns("results", "calib_book", "__pycache__"))
 
 
 def _markdown_to_notebook(path: Path):
@@ -122,9 +226,16 @@ def run_chapter(root: Path, name: str, profile: str = "quick", parameters: dict 
     """Execute one chapter with papermill into ``_build/src/chapters/<name>.ipynb``.
 
     The kernel gets ``CALIB_LEDGER`` and ``CALIB_CHAPTER`` so that its claims land in the ledger, tagged
-    with the chapter. Raises :class:`ChapterError` naming the failing cell. With ``strict=False`` a claim the
-    computation does not confirm is recorded as not confirmed and the chapter goes on (``$CALIB_STRICT=0``).
+    with the chapter, and this package's folder on its ``PYTHONPATH`` (:func:`book_path`). Raises
+    :class:`ChapterError` naming the failing cell. With ``strict=False`` a claim the computation does not confirm
+    is recorded as not confirmed and the chapter goes on (``$CALIB_STRICT=0``). Holds the :class:`BuildLock`.
     """
+    with BuildLock(root):
+        return _run_chapter(root, name, profile, parameters, timeout, strict)
+
+
+def _run_chapter(root: Path, name: str, profile: str, parameters: dict | None, timeout: int | None,
+                 strict: bool) -> ChapterRun:
     import nbformat
     import papermill
     from papermill.exceptions import PapermillExecutionError
@@ -144,17 +255,18 @@ def run_chapter(root: Path, name: str, profile: str = "quick", parameters: dict 
     declared = chapter_parameters(source)
     check_parameters(name, declared, {"profile": profile, **(parameters or {})})
     ledger = build_dir(root) / "claims.jsonl"
-    running = build_dir(root) / f"claims.{name}.running.jsonl"     # this run's records, until it succeeds
-    running.unlink(missing_ok=True)
+    fd, running = tempfile.mkstemp(prefix=f"claims.{name}.", suffix=".running.jsonl", dir=build_dir(root))
+    os.close(fd)                                    # this run's records, until it succeeds: a file of its own
+    running = Path(running)
     # every parameter the chapter declares goes into papermill's injected cell, so the page shows the values used
     params = {**{k: v for k, v in declared.items() if v is not None}, "profile": profile, **(parameters or {})}
     env_backup = {k: os.environ.get(k) for k in ("CALIB_LEDGER", "CALIB_CHAPTER", "CALIB_STRICT", "MPLBACKEND",
-                                                 *CPU_ISA_VARIABLES)}
+                                                 "PYTHONPATH", *CPU_ISA_VARIABLES)}
     kernel_env = dict(os.environ)
     pin_cpu_kernels(kernel_env)                     # the kernel's torch: AVX2 kernels, bit-reproducible runs
     os.environ.update({k: kernel_env[k] for k in CPU_ISA_VARIABLES if k in kernel_env})
     os.environ.update(CALIB_LEDGER=str(running), CALIB_CHAPTER=name, CALIB_STRICT="1" if strict else "0",
-                      MPLBACKEND="module://matplotlib_inline.backend_inline")
+                      MPLBACKEND="module://matplotlib_inline.backend_inline", PYTHONPATH=_python_path())
     start = time.perf_counter()
     error = ""
     try:
@@ -170,7 +282,7 @@ def run_chapter(root: Path, name: str, profile: str = "quick", parameters: dict 
             else:
                 os.environ[key] = value
     seconds = time.perf_counter() - start
-    n_claims = len(claims_module.read_ledger(running)) if running.is_file() else 0
+    n_claims = len(claims_module.read_ledger(running))
     result = ChapterRun(name, seconds, n_claims, not error, error)
     if not error:                                   # the ledger keeps the last successful run's records
         claims_module.replace_chapter(ledger, name, running)
@@ -199,8 +311,9 @@ def chapter_parameters(source: Path) -> dict:
 
 
 def check_parameters(chapter: str, declared: dict, given: dict) -> None:
-    """Refuse parameters the chapter does not declare, values of another type than the default's, and a profile
-    other than quick or full; the message lists what the chapter accepts."""
+    """Refuse parameters the chapter does not declare, values of another type than the default's, numbers out of
+    their :data:`PARAMETER_RANGES` (or not finite, or an integer beyond 64 bits), and a profile other than quick
+    or full; the message names the parameter and lists what the chapter accepts or the range."""
     accepted = ", ".join(f"{k} ({type(v).__name__}, default {v!r})" for k, v in declared.items())
     for key, value in given.items():
         if key not in declared:
@@ -216,9 +329,24 @@ def check_parameters(chapter: str, declared: dict, given: dict) -> None:
         if not ok:
             raise ValueError(f"chapter {chapter}: parameter {key}={value!r} is a {type(value).__name__}, but its "
                              f"default {default!r} is a {kind.__name__}; pass a {kind.__name__} (-p {key} VALUE).")
+        if kind in (int, float):
+            _check_range(chapter, key, value)
     if given.get("profile", "quick") not in PROFILES:
         raise ValueError(f"chapter {chapter}: profile={given['profile']!r} is not supported; choose one of "
                          f"{', '.join(PROFILES)}.")
+
+
+def _check_range(chapter: str, key: str, value: int | float) -> None:
+    """ValueError naming the parameter and its range when ``value`` is out of it (see :data:`PARAMETER_RANGES`)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"chapter {chapter}: parameter {key}={value!r} is not a finite number; pass one "
+                         f"(-p {key} VALUE).")
+    allowed = PARAMETER_RANGES.get(key)
+    if allowed is None and isinstance(value, int):
+        allowed = ParameterRange(-2**63, 2**63 - 1, why="numpy and torch hold integers in 64 bits")
+    if allowed is not None and value not in allowed:
+        raise ValueError(f"chapter {chapter}: parameter {key}={value!r} is out of range: it takes "
+                         f"{allowed.text(key)} ({allowed.why}); pass a value in that range (-p {key} VALUE).")
 
 
 def _record_timing(root: Path, run: ChapterRun, profile: str) -> None:
@@ -226,21 +354,25 @@ def _record_timing(root: Path, run: ChapterRun, profile: str) -> None:
     data = json.loads(path.read_text()) if path.is_file() else {}
     data[run.name] = {"seconds": round(run.seconds, 2), "claims": run.claims, "ok": run.ok, "profile": profile,
                       "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1))
+    claims_module.write_atomic(path, json.dumps(data, indent=1))
+
+
+def _python_path() -> str:
+    """``PYTHONPATH`` for a kernel or Sphinx: this package's folder (:func:`book_path`) before what was there."""
+    return os.pathsep.join(p for p in (str(book_path()), os.environ.get("PYTHONPATH")) if p)
 
 
 def run_book(root: Path, profile: str = "quick", only: list[str] | None = None, parameters: dict | None = None,
              keep_going: bool = False, strict: bool = True) -> list[ChapterRun]:
-    """Execute the chapters of ``_toc.yml`` (or those named in ``only``) in order; print a time table."""
+    """Execute the chapters of ``_toc.yml`` (or those named in ``only``) in order; print a time table.
+
+    Every parameter is checked before the first chapter runs; the :class:`BuildLock` is held throughout."""
     names = chapters_in_toc(root)
     if only:
         unknown = [n for n in only if n not in names]
         if unknown:
             raise ValueError(f"--only {', '.join(unknown)}: not a chapter of _toc.yml; choose from {', '.join(names)}.")
         names = [n for n in names if n in only]
-    else:
-        (build_dir(root) / "claims.jsonl").unlink(missing_ok=True)
     declared = {n: chapter_parameters(root / "chapters" / f"{n}.md") for n in names}
     nowhere = [k for k in (parameters or {}) if not any(k in d for d in declared.values())]
     if nowhere:
@@ -249,16 +381,27 @@ def run_book(root: Path, profile: str = "quick", only: list[str] | None = None, 
     for name in names:                              # every check before the first chapter runs
         check_parameters(name, declared[name], {"profile": profile, **{k: v for k, v in (parameters or {}).items()
                                                                         if k in declared[name]}})
-    _stage_static(root, build_dir(root) / "src")
+    with BuildLock(root):
+        if not only:
+            (build_dir(root) / "claims.jsonl").unlink(missing_ok=True)
+        _stage_static(root, build_dir(root) / "src")
+        runs = _run_chapters(root, names, declared, profile, parameters, keep_going, strict)
+    print(timing_table(runs))
+    if any(not run.ok for run in runs):
+        raise ChapterError("; ".join(run.error for run in runs if not run.ok))
+    return runs
+
+
+def _run_chapters(root: Path, names: list[str], declared: dict, profile: str, parameters: dict | None,
+                  keep_going: bool, strict: bool) -> list[ChapterRun]:
+    """The chapters ``names`` executed in order (up to the first failure unless ``keep_going``)."""
     runs: list[ChapterRun] = []
-    failures: list[str] = []
     for name in names:
         print(f"[book] running {name} ({profile} profile) ...", flush=True)
         try:
             own = {k: v for k, v in (parameters or {}).items() if k in declared[name]}
             run = run_chapter(root, name, profile, own, strict=strict)
         except ChapterError as exc:
-            failures.append(str(exc))
             print(f"[book] FAILED: {exc}", flush=True)
             runs.append(ChapterRun(name, json.loads((build_dir(root) / "timings.json").read_text())[name]["seconds"],
                                    0, False, str(exc)))
@@ -267,9 +410,6 @@ def run_book(root: Path, profile: str = "quick", only: list[str] | None = None, 
             continue
         print(f"[book] {name}: {run.seconds:.1f} s, {run.claims} claims", flush=True)
         runs.append(run)
-    print(timing_table(runs))
-    if failures:
-        raise ChapterError("; ".join(failures))
     return runs
 
 
@@ -288,8 +428,14 @@ def build_book(root: Path, strict: bool = True, student: bool = False) -> Path:
 
     With ``student=True`` the book is rendered without the exercises' solutions into
     ``_build/student/_build/html``, and the chapters are also written, solutions removed and unexecuted, as
-    notebooks for students to work in, under ``_build/student/notebooks`` (see :func:`strip_solutions`).
+    notebooks for students to work in, under ``_build/student/notebooks`` (see :func:`strip_solutions`). Holds
+    the :class:`BuildLock`.
     """
+    with BuildLock(root):
+        return _build_book(root, strict, student)
+
+
+def _build_book(root: Path, strict: bool, student: bool) -> Path:
     build = build_dir(root)
     src = build / "src"
     names = chapters_in_toc(root)
@@ -319,9 +465,9 @@ def build_book(root: Path, strict: bool = True, student: bool = False) -> Path:
            str(output), "--builder", "html"]
     if strict:
         cmd += ["-W", "-n", "--keep-going"]
-    # The API reference (book/api/) imports calib with autodoc: this checkout's calib, whichever one is installed.
-    paths = (str(Path(root).resolve()), os.environ.get("PYTHONPATH"))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+    # The API reference (book/api/) imports calib with autodoc: this checkout's calib, whichever one is installed,
+    # and this package (the machinery page), which no installation holds.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(Path(root).resolve()), _python_path()))}
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=root, env=env)
     print(f"[book] jupyter-book build: {time.perf_counter() - start:.1f} s")
@@ -401,10 +547,10 @@ _EXERCISE_LABEL = re.compile(r"^(?:`{3,}|:{3,})\{exercise\}[^\n]*\n(?::[^\n]*\n)
 
 def add_starter_cells(nb):
     """After each exercise, a code cell for the student's work that ends with the exercise's self-check call
-    (``check("ex-...", part=..., ...)``, the parts from :mod:`calib.exercise_answers`); in place, returns it."""
+    (``check("ex-...", part=..., ...)``, the parts from ``calib_book.answers``); in place, returns it."""
     import nbformat
 
-    from calib import exercises
+    from calib_book import exercises
 
     known = set(exercises.labels())
     cells = []
@@ -416,7 +562,7 @@ def add_starter_cells(nb):
             lines = [f"# Exercise {label}: your work here"]
             if label in known:
                 parts = ", ".join(f"{part}=..." for part in exercises.parts_of(label))
-                lines += ["", "from calib.exercises import check", "", f"check({label!r}, {parts})"]
+                lines += ["", "from calib_book.exercises import check", "", f"check({label!r}, {parts})"]
             cells.append(nbformat.v4.new_code_cell("\n".join(lines), metadata={"tags": ["student-work"]}))
     nb.cells = cells
     return nb

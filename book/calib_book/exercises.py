@@ -3,7 +3,7 @@ shows the expected answer.
 
 A student works an exercise in the chapter's notebook and checks each part::
 
-    from calib.exercises import check
+    from calib_book.exercises import check
     check("ex-g-gamma-one", threshold=0.3679, maximum=1.1353)
 
 prints one line per part, e.g. ``ex-g-gamma-one threshold: right`` or ``maximum: close (agrees to 1e-3, not to
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from calib.exercise_answers import EXERCISES, Exercise, Expected, register  # noqa: F401 - register: for new keys
+from calib_book.answers import EXERCISES, Exercise, Expected, register  # noqa: F401 - register: for new keys
 
 __all__ = ["ExerciseError", "PartResult", "CheckResult", "check", "labels", "parts_of", "LEVELS", "ExerciseEntry",
            "exercises_in", "solution_text"]
@@ -139,7 +139,7 @@ def check(label: str, answer=None, /, *, strict: bool = False, quiet: bool = Fal
 def _exercise(label: str) -> Exercise:
     _load()
     if not isinstance(label, str) or label not in EXERCISES:
-        raise ValueError(f"label={label!r} is not an exercise with a self-check; calib.exercises.labels() lists "
+        raise ValueError(f"label={label!r} is not an exercise with a self-check; calib_book.exercises.labels() lists "
                          f"them (the label is the one under the exercise's title in the book).")
     return EXERCISES[label]
 
@@ -194,7 +194,7 @@ def _compare_symbolic(name, given, expected, spec, hint) -> PartResult:
 
 
 def _load() -> None:
-    """The answer key is :mod:`calib.exercise_answers`, registered when it is imported (above)."""
+    """The answer key is ``calib_book.answers``, registered when it is imported (above)."""
     return None
 
 

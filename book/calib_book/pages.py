@@ -1,7 +1,7 @@
 """The back-matter pages built from the claims ledger and the chapter timings, as MyST Markdown source.
 
-Each function returns the MyST source of one page; :func:`calib.book.build_book` writes them into the staged
-book (``_build/src/book/``) before jupyter-book renders it:
+Each function returns the MyST source of one page; :func:`calib_book.runner.build_book` writes them into the
+staged book (``_build/src/book/``) before jupyter-book renders it:
 
 - ``claims.md``, :func:`ledger_page`: every claim, with the verdict vocabulary (:func:`vocabulary_table`), a
   paper x verdict summary whose counts set the page's filter (:func:`summary_table`), and one entry per claim;
@@ -11,14 +11,14 @@ book (``_build/src/book/``) before jupyter-book renders it:
 - ``released-code.md``, :func:`released_code_page`: notes on the authors' released code (never errata);
 - ``status.md``, :func:`status_page`: the wall time of each chapter's last execution.
 
-Layer 4, beside :mod:`calib.book` (the runner, which imports this module) and :mod:`calib.notebook` (the
-helpers chapters share for presentation); it reads :mod:`calib.claims` only. The verdicts and their meanings
-are those of DESIGN.md, "The claims ledger".
+Part of the book's machinery (:mod:`calib_book`), beside :mod:`calib_book.runner` (the runner, which imports this
+module) and :mod:`calib_book.notebook` (the helpers chapters share for presentation); it reads
+:mod:`calib_book.claims` only. The verdicts and their meanings are those of DESIGN.md, "The claims ledger".
 """
 
 from __future__ import annotations
 
-from calib import claims as claims_module
+from calib_book import claims as claims_module
 
 __all__ = ["PAPERS", "VERDICT_MEANINGS", "ABOUT_MEANINGS", "vocabulary_table", "summary_table", "ledger_page",
            "errata_page", "reproduction_page", "released_code_page", "status_page", "exercises_page"]
@@ -301,12 +301,13 @@ def status_page(timings: dict, order: list[str]) -> str:
 
 def exercises_page(entries, chapters: list[str], titles: dict | None = None) -> str:
     """MyST source of the exercise table: per chapter, each exercise's title (linked), level, time, objective,
-    whether it has a self-check and whether its solution checks its own answer (:func:`calib.exercises.exercises_in`
-    gives the entries); ``titles`` maps a chapter to its title, for the section headings."""
+    whether it has a self-check and whether its solution checks its own answer
+    (:func:`calib_book.exercises.exercises_in` gives the entries); ``titles`` maps a chapter to its title, for the
+    section headings."""
     titles = titles or {}
     out = ["(exercise-table)=", "# Exercises", "",
            "Every exercise of the book, with the tags it carries: its level, a time estimate, the learning objective "
-           "of the {doc}`syllabus <syllabus>` it serves, whether `calib.exercises.check` can check an answer "
+           "of the {doc}`syllabus <syllabus>` it serves, whether `calib_book.exercises.check` can check an answer "
            "without revealing it (*self-check*), and whether the book's solution checks its own answer when the "
            "book is built (*solution checked*).", ""]
     total = sum(e.minutes or 0 for e in entries)

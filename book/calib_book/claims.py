@@ -31,7 +31,9 @@ stops being true; with ``$CALIB_STRICT=0`` (``calib book run --no-strict``, for 
 is recorded as *not confirmed* and the run goes on. Each record is appended as one JSON line to the ledger
 file: ``$CALIB_LEDGER`` when the book runner sets it, else ``_build/claims.jsonl`` under the repository root
 found from the working directory (:func:`find_repo_root`; :func:`repo_root`, the one implementation the book
-runner uses too, adds a fallback and raises when there is no book), else nowhere (the record is still returned and kept in :data:`RECORDS`).
+runner uses too, adds a fallback and raises when there is no book), else nowhere (the record is still returned
+and kept in :data:`RECORDS`). The ledger is rewritten only through :func:`write_atomic`, each writer with a
+temporary file of its own.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -114,14 +117,14 @@ def find_repo_root(start: str | os.PathLike | None = None) -> Path | None:
 
 
 def repo_root(start: str | os.PathLike | None = None) -> Path:
-    """The repository root: :func:`find_repo_root` of ``start``, else the folder above this package when that
-    holds ``_toc.yml`` (an editable install run from elsewhere). Raises FileNotFoundError when neither does."""
+    """The repository root: :func:`find_repo_root` of ``start``, else the checkout that holds this package
+    (``<root>/book/calib_book``) when it holds ``_toc.yml``. Raises FileNotFoundError when neither does."""
     found = find_repo_root(start)
     if found is not None:
         return found
-    package_parent = Path(__file__).resolve().parent.parent
-    if (package_parent / "_toc.yml").is_file():
-        return package_parent
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "_toc.yml").is_file():
+        return checkout
     raise FileNotFoundError(f"no book found at or above {Path(start or Path.cwd()).resolve()}: run from the "
                             "repository (the folder with _toc.yml).")
 
@@ -323,9 +326,7 @@ def replace_chapter(path: str | os.PathLike, chapter: str, records_path: str | o
         keep = [line for line in path.read_text(encoding="utf-8").splitlines()
                 if line.strip() and json.loads(line).get("chapter") != chapter]
     new = [line for line in records_path.read_text(encoding="utf-8").splitlines()] if records_path.is_file() else []
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(line + "\n" for line in keep + [n for n in new if n.strip()]), encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, "".join(line + "\n" for line in keep + [n for n in new if n.strip()]))
 
 
 def drop_chapter(path: str | os.PathLike, chapter: str) -> None:
@@ -335,4 +336,20 @@ def drop_chapter(path: str | os.PathLike, chapter: str) -> None:
         return
     keep = [line for line in path.read_text(encoding="utf-8").splitlines()
             if line.strip() and json.loads(line).get("chapter") != chapter]
-    path.write_text("".join(line + "\n" for line in keep), encoding="utf-8")
+    write_atomic(path, "".join(line + "\n" for line in keep))
+
+
+def write_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` in one step: into a temporary file of this writer's own beside it (a unique
+    name, so that two writers never share one), then renamed over ``path``. A reader sees the old file or the
+    new one, never a part."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, path.stat().st_mode & 0o777 if path.exists() else 0o644)   # mkstemp's 0600 otherwise
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -10,9 +10,9 @@ glues, tabulates and words its numbers the same way (and none keeps a private co
 - :func:`best_cpu_ms` and :func:`cpu_time_exponent` time a computation the way a chapter's cost claims need:
   CPU time of this process, best of several repeats, so that other load on the machine hardly moves it.
 
-Layer 4, beside :mod:`calib.book` (the runner) and :mod:`calib.pages` (the back-matter pages). It imports
-:mod:`calib.stats` only; ``myst_nb`` and ``IPython`` are imported when a helper needs them, so that the
-library imports without the book's extras.
+Part of the book's machinery (:mod:`calib_book`), beside :mod:`calib_book.runner` (the runner) and
+:mod:`calib_book.pages` (the back-matter pages). It imports :mod:`calib.stats` only; ``myst_nb`` and ``IPython``
+are imported when a helper needs them, so that it imports without the book's extras.
 """
 
 from __future__ import annotations
