@@ -271,6 +271,9 @@ def _book(args) -> int:
             return _check_book(root, args.workers)
     except (runner.ChapterError, runner.BuildLockedError) as exc:
         raise _BookError(str(exc)) from None
+    except KeyboardInterrupt:
+        raise _Interrupted("interrupted; the ledger keeps each chapter's last successful run, and the chapter that "
+                           "was running must run again before `calib book build`.") from None
     return 0
 
 

@@ -2,7 +2,9 @@
 the cell. The pages it writes are tested in test_pages.py, the chapter helpers in test_notebook.py."""
 
 import json
+import re
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -228,3 +230,139 @@ def test_student_notebooks_get_a_cell_to_work_in_after_each_exercise():
     first, second = out.cells[1].source, out.cells[2].source
     assert "check('ex-g-gamma-one', threshold=..., argmax=..., maximum=...)" in first
     assert "ex-no-check" in second and "check(" not in second
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _slow_book(root, seconds: float):
+    """A one-chapter book whose chapter records two claims, writes its kernel's pid to ``started``, then sleeps."""
+    (root / "calib").mkdir(parents=True)
+    (root / "book").mkdir()
+    (root / "chapters").mkdir()
+    (root / "_config.yml").write_text("title: tiny\n")
+    (root / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n  - file: chapters/01-slow\n")
+    (root / "book" / "intro.md").write_text("# Intro\n")
+    (root / "chapters" / "01-slow.md").write_text(_chapter(f"""
+        ```{{code-cell}} ipython3
+        import os, pathlib, time
+        from calib_book.claims import claim
+        claim("paper/one", "one", passed=True, evidence="1")
+        claim("paper/two", "two", passed=True, evidence="2")
+        pathlib.Path("started").write_text(str(os.getpid()))
+        time.sleep({seconds})
+        ```
+        """))
+    return root
+
+
+def _calib_book(root, *argv):
+    """``python -m calib book ...`` in ``root`` as its own process, with Ctrl-C's default handling (a shell that
+    starts jobs in the background would have it ignored)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(REPO), str(REPO / "book")))}
+    return subprocess.Popen([sys.executable, "-m", "calib", "book", *argv], cwd=root, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def _wait_for(path, timeout=120):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not (path.is_file() and path.read_text()):
+        assert time.monotonic() < deadline, f"{path} did not appear within {timeout} s"
+        time.sleep(0.1)
+    return path.read_text()
+
+
+def test_a_second_run_on_the_same_build_folder_is_refused_at_once_naming_the_first(tmp_path):
+    """Issue 24, item 1: two `calib book run --only` on one _build/ both exited 0 and the ledger kept part of the
+    claims. Now the second process is refused within seconds, naming the first; the first keeps every claim."""
+    import time
+
+    root = _slow_book(tmp_path / "book", seconds=6)
+    first = _calib_book(root, "run", "--only", "01-slow")
+    holder = _wait_for(root / "_build" / runner.BuildLock.NAME)
+    start = time.monotonic()
+    second = _calib_book(root, "run", "--only", "01-slow")
+    out, err = second.communicate(timeout=60)
+    refused_after = time.monotonic() - start
+    assert second.returncode == 1, (out, err)
+    assert err.startswith("calib: error:") and "in use by another calib book run or build" in err, err
+    assert f"pid {first.pid}" in holder and f"pid {first.pid}" in err and err.count("\n") == 1, err
+    assert first.poll() is None and refused_after < 30      # refused while the first still runs
+    assert first.wait(timeout=120) == 0, first.communicate()
+    ledger = [json.loads(line) for line in (root / "_build" / "claims.jsonl").read_text().splitlines()]
+    assert sorted(r["id"] for r in ledger) == ["paper/one", "paper/two"]
+    build = _calib_book(root, "build")                        # a build waits for nobody: the run is over
+    assert "in use" not in build.communicate(timeout=120)[1]
+
+
+def test_ctrl_c_to_the_runner_alone_ends_in_one_line_and_exit_130(tmp_path):
+    """Issue 24, item 16: SIGINT to the `calib book run` process (not its kernel) printed the kernel's 18-line
+    ZMQError traceback. Now: exit 130, one line; the kernel is gone, the chapter is marked not run and no
+    temporary ledger is left."""
+    import os
+    import signal
+    import time
+
+    root = _slow_book(tmp_path / "book", seconds=60)
+    run = _calib_book(root, "run", "--only", "01-slow")
+    kernel = int(_wait_for(root / "started"))
+    run.send_signal(signal.SIGINT)
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 130, (out, err)
+    assert err.startswith("calib: interrupted;") and err.count("\n") == 1, err
+    assert "Traceback" not in err + out and "ZMQError" not in err
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:                      # the kernel was shut down with its runner
+        try:
+            os.kill(kernel, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError(f"the kernel {kernel} outlived its runner")
+    assert not json.loads((root / "_build" / "timings.json").read_text())["01-slow"]["ok"]
+    assert not list((root / "_build").glob("claims.*.running.jsonl"))
+    assert not (root / "_build" / "claims.jsonl").exists()
+
+
+def test_a_parameter_out_of_range_is_refused_before_any_chapter_runs(tiny_book, monkeypatch, capsys):
+    """Issue 24, item 25: `-p seed 99999999999999999999999` passed the check and overflowed inside the chapter.
+    Now the range is checked with the type, before anything runs."""
+    from calib import cli
+
+    monkeypatch.chdir(tiny_book)
+    assert cli.main(["book", "run", "-p", "seed", "99999999999999999999999"]) == 1
+    err = capsys.readouterr().err
+    assert err == ("calib: error: chapter 01-good: parameter seed=99999999999999999999999 is out of range: it takes "
+                   "0 <= seed <= 2147483647 (numpy's RandomState (the data splits) takes seeds 0 to 2**32 - 1, and "
+                   "the chapters add offsets to the seed); pass a value in that range (-p seed VALUE).\n")
+    assert cli.main(["book", "run", "-p", "seed", "-1"]) == 1
+    assert "seed=-1 is out of range" in capsys.readouterr().err
+    assert not (tiny_book / "_build" / "claims.jsonl").exists() and not (tiny_book / "_build" / "src").exists()
+    declared = {"profile": "quick", "seed": 0, "noise": 0.1, "half_side": 2.0, "epochs": 3}
+    for given, message in (({"noise": 0.5}, "noise=0.5 is out of range: it takes 0 <= noise < 0.5"),
+                           ({"half_side": 0.0}, "half_side=0.0 is out of range: it takes 0 < half_side"),
+                           ({"noise": float("nan")}, "noise=nan is not a finite number"),
+                           ({"epochs": 2**63}, "epochs=9223372036854775808 is out of range: it takes "
+                                               "-9223372036854775808 <= epochs <= 9223372036854775807")):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            runner.check_parameters("04-x", declared, given)
+    runner.check_parameters("04-x", declared, {"seed": 2**31 - 1, "noise": 0.0, "half_side": 1e-9, "epochs": -5})
+
+
+def test_calib_book_outside_a_checkout_says_where_to_run_it(tmp_path, monkeypatch, capsys):
+    from calib import cli
+
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["book", "build"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("calib: error: `calib book` runs in a checkout of the book's repository") and \
+        str(tmp_path.resolve()) in err and err.count("\n") == 1, err

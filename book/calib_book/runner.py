@@ -238,6 +238,7 @@ def _run_chapter(root: Path, name: str, profile: str, parameters: dict | None, t
                  strict: bool) -> ChapterRun:
     import nbformat
     import papermill
+    from nbclient.exceptions import DeadKernelError
     from papermill.exceptions import PapermillExecutionError
 
     profile = (parameters or {}).get("profile", profile)      # -p profile full is the same as --profile full
@@ -267,23 +268,29 @@ def _run_chapter(root: Path, name: str, profile: str, parameters: dict | None, t
     os.environ.update({k: kernel_env[k] for k in CPU_ISA_VARIABLES if k in kernel_env})
     os.environ.update(CALIB_LEDGER=str(running), CALIB_CHAPTER=name, CALIB_STRICT="1" if strict else "0",
                       MPLBACKEND="module://matplotlib_inline.backend_inline", PYTHONPATH=_python_path())
+    kernel_log = raw.with_suffix(".kernel.log")
     start = time.perf_counter()
     error = ""
     try:
         papermill.execute_notebook(str(raw), str(out_dir / f"{name}.ipynb"), parameters=params, kernel_name="python3",
-                                   cwd=str(root), progress_bar=False, log_output=False, execution_timeout=timeout)
+                                   cwd=str(root), progress_bar=False, log_output=False, execution_timeout=timeout,
+                                   kernel_manager_class=_kernel_manager_logging_to(kernel_log))
     except PapermillExecutionError as exc:
         error = (f"chapter {name} failed in cell {exc.cell_index} (execution count {exc.exec_count}): "
                  f"{exc.ename}: {exc.evalue}")
+    except DeadKernelError:
+        error = f"chapter {name}: its kernel died (out of memory, or killed); its log is {kernel_log}"
+    except BaseException:                           # Ctrl-C: the notebook is partial, and the build must say so
+        running.unlink(missing_ok=True)
+        _record_timing(root, ChapterRun(name, time.perf_counter() - start, 0, False, "interrupted"), profile)
+        raise
     finally:
         for key, value in env_backup.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-    seconds = time.perf_counter() - start
-    n_claims = len(claims_module.read_ledger(running))
-    result = ChapterRun(name, seconds, n_claims, not error, error)
+    result = ChapterRun(name, time.perf_counter() - start, len(claims_module.read_ledger(running)), not error, error)
     if not error:                                   # the ledger keeps the last successful run's records
         claims_module.replace_chapter(ledger, name, running)
     running.unlink(missing_ok=True)
@@ -291,6 +298,19 @@ def _run_chapter(root: Path, name: str, profile: str, parameters: dict | None, t
     if error:
         raise ChapterError(error + " (the ledger keeps the claims of this chapter's last successful run)")
     return result
+
+
+def _kernel_manager_logging_to(log: Path):
+    """The kernel manager class for papermill whose kernel writes its own log (its stderr) to ``log`` instead of
+    the terminal: an interrupted run then ends in one line, not in the kernel's traceback of a closed socket."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class KernelManagerLoggingToFile(AsyncKernelManager):
+        async def _async_launch_kernel(self, kernel_cmd, **kw):
+            with open(log, "wb") as stderr:         # the kernel holds its own copy of the file once launched
+                await super()._async_launch_kernel(kernel_cmd, **{**kw, "stderr": stderr})
+
+    return KernelManagerLoggingToFile
 
 
 def chapter_parameters(source: Path) -> dict:
