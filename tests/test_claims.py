@@ -121,6 +121,26 @@ def test_drop_chapter_and_latest_record_wins(ledger, monkeypatch):
     assert [r.id for r in read_ledger(ledger)] == ["paper/b"]
 
 
+def test_replacing_a_chapter_uses_a_temporary_file_of_its_own(tmp_path):
+    """Issue 24, item 1: every writer of the ledger shared ``claims.jsonl.tmp``, and two of them raised
+    FileNotFoundError when one renamed it under the other. A file in the way of that shared name (a directory
+    here) broke the write; each writer now has a temporary file of its own, and leaves none behind."""
+    ledger = tmp_path / "claims.jsonl"
+    ledger.write_text(json.dumps({"id": "p/old", "chapter": "01"}) + "\n" + json.dumps({"id": "p/keep", "chapter": "02"})
+                      + "\n")
+    ledger.chmod(0o640)
+    (tmp_path / "claims.jsonl.tmp").mkdir()                 # the old shared name, taken
+    running = tmp_path / "claims.01.x.running.jsonl"
+    running.write_text(json.dumps({"id": "p/new", "chapter": "01"}) + "\n")
+    claims.replace_chapter(ledger, "01", running)
+    assert [json.loads(line)["id"] for line in ledger.read_text().splitlines()] == ["p/keep", "p/new"]
+    drop_chapter(ledger, "02")
+    assert [json.loads(line)["id"] for line in ledger.read_text().splitlines()] == ["p/new"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["claims.01.x.running.jsonl", "claims.jsonl",
+                                                          "claims.jsonl.tmp"]
+    assert ledger.stat().st_mode & 0o777 == 0o640           # the ledger keeps its permissions
+
+
 def test_ledger_path_defaults_to_the_repository_build_folder(monkeypatch, tmp_path):
     monkeypatch.delenv("CALIB_LEDGER", raising=False)
     (tmp_path / "_toc.yml").write_text("format: jb-book\n")

@@ -1,4 +1,5 @@
-"""pyproject.toml and environment.yml must list the same packages with the same pins."""
+"""pyproject.toml and environment.yml must list the same packages with the same pins; the wheel of calib is the
+library, without the book's machinery."""
 
 import re
 import tomllib
@@ -56,3 +57,65 @@ def test_python_floor_matches():
 def test_jupyter_book_is_pinned_below_2():
     # jupyter-book 2.x is the mystmd rewrite with no _config.yml / Sphinx: the book needs 1.x.
     assert _pyproject_requirements()["jupyter-book"] == ">=1.0.4.post1,<2"
+
+
+def _wheel_files(tree: Path, out: Path) -> list[str]:
+    """The files of the wheel that ``pip wheel`` builds from ``tree`` (offline, no dependencies)."""
+    import subprocess
+    import sys
+    import zipfile
+
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
+                    "-w", str(out), str(tree)], check=True, capture_output=True)
+    (wheel,) = out.glob("calib-*.whl")
+    return zipfile.ZipFile(wheel).namelist()
+
+
+def _book_machinery(files: list[str]) -> list[str]:
+    """The files of a wheel that belong to the book's machinery or its answer key."""
+    return [f for f in files if f.startswith("calib_book/") or "answers" in f or "exercise" in f or "/book" in f]
+
+
+def test_the_wheel_holds_the_library_and_nothing_of_the_book(tmp_path):
+    """Issue 31, item 3: the installed calib is the library; the book's runner, pages, browser check, notebook
+    helpers, claims ledger, exercise checker and answer key ship in no wheel. Control: the same build with the
+    answer key put back into calib/ ships it, and the check names it."""
+    import shutil
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "results", "_static", "data")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, tree / name)
+    shutil.copytree(ROOT / "calib", tree / "calib", ignore=skip)
+    shutil.copytree(ROOT / "book", tree / "book", ignore=skip)
+    assert (tree / "book" / "calib_book" / "answers.py").is_file()     # the machinery is in the tree built from
+    files = _wheel_files(tree, tmp_path / "wheel")
+    assert {"calib/__init__.py", "calib/metrics.py", "calib/cli.py", "calib/losses/registry.py"} <= set(files)
+    assert _book_machinery(files) == []
+    shutil.copy2(tree / "book" / "calib_book" / "answers.py", tree / "calib" / "exercise_answers.py")
+    shutil.rmtree(tree / "build", ignore_errors=True)
+    assert _book_machinery(_wheel_files(tree, tmp_path / "control")) == ["calib/exercise_answers.py"]
+
+
+def test_importing_the_library_imports_nothing_of_the_book():
+    """Issue 31, item 3: calib.metrics, calib.losses, calib.posthoc and calib.train import no module of the book's
+    machinery (calib_book, or the former calib.book ...) nor the book's tools, even with calib_book importable.
+    Control: importing calib_book.exercises shows up in the same probe."""
+    import os
+    import subprocess
+    import sys
+
+    probe = ("import sys, {imports}; print(sorted(m for m in sys.modules if m.split('.')[0] in "
+             "('calib_book', 'papermill', 'nbformat', 'jupyter_book', 'myst_nb', 'sphinx', 'bs4') or m in "
+             "('calib.book', 'calib.claims', 'calib.pages', 'calib.browser', 'calib.notebook', 'calib.exercises', "
+             "'calib.exercise_answers')))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(ROOT), str(ROOT / "book")))}
+
+    def imported(imports: str) -> str:
+        return subprocess.run([sys.executable, "-c", probe.format(imports=imports)], env=env, cwd=ROOT, check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    assert imported("calib.metrics, calib.losses, calib.posthoc, calib.train") == "[]"
+    assert imported("calib.metrics, calib_book.exercises") == "['calib_book', 'calib_book.answers', " \
+                                                            "'calib_book.exercises']"
