@@ -24,7 +24,8 @@ checks it against this list; DESIGN.md has the plan this follows):
 
 The book's machinery (its runner, back-matter pages, browser check, notebook helpers, claims ledger, exercise
 checker and answer key) is no part of the library: it is the package ``calib_book`` in the repository's
-``book/`` folder, which imports calib and which calib never imports (``calib book ...`` loads it from a checkout).
+``book/`` folder, which imports calib and which no library module imports (only the ``calib book`` command
+loads it, from a checkout).
 
 Submodules are imported on demand (``import calib.metrics``), so that ``import calib`` stays cheap.
 """

@@ -10,7 +10,7 @@ from its ``book/`` folder; the runner puts ``book/`` on the path of the kernels 
     from calib_book.notebook import glue_number, markdown_table
     from calib_book.exercises import check
 
-Modules (an import goes to a module listed before it, or to ``calib``; ``calib`` never imports this package):
+Modules (an import goes to a module listed before it, or to ``calib``; of calib, only ``calib book`` imports this):
 
 - ``calib_book.claims``: the claims ledger, its graded verdicts, and the repository root;
 - ``calib_book.notebook``: the helpers chapters share for presentation (glued numbers, Markdown tables, number
