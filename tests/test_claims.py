@@ -126,8 +126,8 @@ def test_replacing_a_chapter_uses_a_temporary_file_of_its_own(tmp_path):
     FileNotFoundError when one renamed it under the other. A file in the way of that shared name (a directory
     here) broke the write; each writer now has a temporary file of its own, and leaves none behind."""
     ledger = tmp_path / "claims.jsonl"
-    ledger.write_text(json.dumps({"id": "p/old", "chapter": "01"}) + "\n" + json.dumps({"id": "p/keep", "chapter": "02"})
-                      + "\n")
+    ledger.write_text("".join(json.dumps(r) + "\n" for r in ({"id": "p/old", "chapter": "01"},
+                                                            {"id": "p/keep", "chapter": "02"})))
     ledger.chmod(0o640)
     (tmp_path / "claims.jsonl.tmp").mkdir()                 # the old shared name, taken
     running = tmp_path / "claims.01.x.running.jsonl"

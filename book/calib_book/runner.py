@@ -3,15 +3,16 @@
 One execution, by papermill; jupyter-book only renders (``execute_notebooks: "off"`` in ``_config.yml``).
 The layout under ``_build/``:
 
-=======================  =================================================================================
-``_build/src/``          the staged book source: ``_config.yml``, ``_toc.yml``, ``book/`` and the executed
-                         chapters as ``chapters/NN-slug.ipynb``, plus the generated ledger, errata and
-                         execution-statistics pages
-``_build/claims.jsonl``  the claims ledger, one JSON object per claim (see :mod:`calib_book.claims`)
-``_build/timings.json``  wall time of each chapter's last execution
-``_build/html/``         the rendered book
+===========================  =================================================================================
+``_build/src/``              the staged book source: ``_config.yml``, ``_toc.yml``, ``book/`` and the executed
+                             chapters as ``chapters/NN-slug.ipynb``, plus the generated ledger, errata and
+                             execution-statistics pages
+``_build/claims.jsonl``      the claims ledger, one JSON object per claim (see :mod:`calib_book.claims`)
+``_build/timings.json``      wall time of each chapter's last execution
+``_build/notebooks/``        the chapters as notebooks before execution, and each kernel's log
+``_build/html/``             the rendered book
 ``_build/.calib-book.lock``  held by the process that runs or builds the book (:class:`BuildLock`)
-=======================  =================================================================================
+===========================  =================================================================================
 
 This module is the runner only. The back-matter pages it writes come from :mod:`calib_book.pages`; the helpers
 that chapters share for presentation (glue, tables, number text) are in :mod:`calib_book.notebook`.
@@ -465,7 +466,8 @@ def _build_book(root: Path, strict: bool, student: bool) -> Path:
     timings = json.loads((build / "timings.json").read_text()) if (build / "timings.json").is_file() else {}
     failed = [n for n in names if not timings.get(n, {}).get("ok", False)]
     if failed:
-        raise ChapterError(f"chapter{'s' if len(failed) > 1 else ''} {', '.join(failed)} ha{'ve' if len(failed) > 1 else 's'} "
+        plural = len(failed) > 1
+        raise ChapterError(f"chapter{'s' if plural else ''} {', '.join(failed)} ha{'ve' if plural else 's'} "
                            f"no successful run (its notebook is partial and its claims would be missing from the "
                            f"ledger); fix and run `calib book run --only {failed[0]}`, then build.")
     _stage_static(root, src)
