@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["META", "HISTORY", "LOGITS", "CHECKPOINT", "RUN_FILES", "DISCARDABLE", "LOGIT_KEYS", "Run", "load_run",
-           "read_json_object", "read_logits", "read_checkpoint", "write_atomic", "write_json", "RunLock",
+           "read_json_object", "read_logits", "read_checkpoint", "write_atomic", "write_json", "write_logits", "RunLock",
            "remove_temporaries", "run_owner", "RunLockedError", "CorruptRunError", "DiskFullError",
            "RunConfigError", "ReadOnlyRunError"]
 
@@ -270,6 +270,15 @@ def write_atomic(path, write) -> None:
 def write_json(path, obj) -> None:
     """Write ``obj`` as JSON (no NaN: write None for a missing number) through :func:`write_atomic`."""
     write_atomic(path, lambda p: p.write_text(json.dumps(obj, indent=1, allow_nan=False)))
+
+
+def write_logits(path, arrays: dict) -> None:
+    """Write the arrays of :data:`LOGIT_KEYS` as a compressed ``.npz`` through :func:`write_atomic`."""
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as fh:                    # a file object: numpy would add ".npz" to a path
+            np.savez_compressed(fh, **{k: arrays[k] for k in LOGIT_KEYS})
+
+    write_atomic(path, write)
 
 
 def remove_temporaries(out) -> None:

@@ -162,7 +162,7 @@ class TrainConfig:
         if self.milestones is not None:
             if isinstance(self.milestones, (str, bytes)) or not isinstance(self.milestones, (list, tuple)):
                 raise ValueError(f"milestones must be a list of epochs, e.g. [5, 8]; got {self.milestones!r}.")
-            steps = [check_int(m, "each of milestones") for m in self.milestones]
+            steps = [check_int(m, "milestones") for m in self.milestones]
             if any(b <= a for a, b in zip(steps, steps[1:])) or (steps and steps[-1] > epochs):
                 raise ValueError(f"milestones must be increasing epochs in [1, epochs={epochs}]; got {steps}.")
 
@@ -542,7 +542,7 @@ class Trainer:
         for split in ("val", "test"):
             arrays[f"{split}_logits"] = self._evaluate(split, with_grads=False)["logits"].astype(np.float32)
             arrays[f"{split}_labels"] = self.eval_loaders[split].y.cpu().numpy().astype(np.int64)
-        runs.write_atomic(self.out / runs.LOGITS, lambda p: np.savez_compressed(p, **arrays))
+        runs.write_logits(self.out / runs.LOGITS, arrays)
 
     def run(self, resume: bool = False, discard=(), restart: bool = False) -> Run:
         """Train (or resume, or skip a finished run of the same config) and return the run directory.

@@ -148,13 +148,13 @@ def test_train_needs_its_flags_or_a_meta(tmp_path, capsys):
 def test_sweep_skips_a_run_another_process_is_training(tiny_fashion, tmp_path):
     """Two sweeps of one grid (say on two machines sharing the store) do not collide: a run whose directory is
     locked is skipped, said so, and left to its owner."""
-    from calib.train import _RunLock
+    from calib.runs import RunLock
 
     grid = load_grid(write_grid(tmp_path / "g"))
     busy = grid.runs[1]
     busy.out.mkdir(parents=True)
     lines = []
-    with _RunLock(busy.out):                                     # another worker holds this run
+    with RunLock(busy.out):                                     # another worker holds this run
         runs = sweep(grid, progress=False, log=lines.append)
     assert len(runs) == 3 and busy.out not in {r.out for r in runs} and not busy.finished
     assert any(f"{busy.model}/{busy.loss}/seed{busy.seed}: being trained by another process, skipped" in line
@@ -261,8 +261,9 @@ def test_cheapest_stored_run_retrains_to_its_logits(tmp_path):
     with (the tests pin torch's CPU kernels to AVX2, calib._reproducible; float32 kernels round differently under
     AVX2 and AVX-512, and SGD amplifies it); elsewhere (an ARM CPU, CALIB_CPU_ISA=native) to the run's test
     accuracy (0.5 points) and NLL (3 %), far inside the spread between seeds."""
-    from calib.train import _cpu_capability
+    from calib._reproducible import cpu_kernel_setting
 
+    capability = cpu_kernel_setting()["capability"]
     runs = load_store(STORE)
     cheapest = min(runs, key=lambda r: r.meta["wall_time_s"])
     threads = torch.get_num_threads()
@@ -275,11 +276,11 @@ def test_cheapest_stored_run_retrains_to_its_logits(tmp_path):
     assert rerun.meta["config"] == cheapest.meta["config"]
     np.testing.assert_array_equal(fresh["test_labels"], stored["test_labels"])
     # the CPU grid was trained before metas recorded it, with AVX2 kernels (it retrains bit for bit under them)
-    if cheapest.meta.get("cpu_capability", "AVX2") == _cpu_capability():
+    if cheapest.meta.get("cpu_capability", "AVX2") == capability:
         assert np.max(np.abs(fresh["test_logits"] - stored["test_logits"])) < 1e-4
     else:
         print(f"stored run trained under {cheapest.meta.get('cpu_capability', 'an unrecorded instruction set')}, "
-              f"this CPU runs {_cpu_capability()}: comparing accuracy and NLL")
+              f"this CPU runs {capability}: comparing accuracy and NLL")
         y = stored["test_labels"]
         acc = [float((a["test_logits"].argmax(1) == y).mean()) for a in (fresh, stored)]
         nll = [metrics.nll(softmax(a["test_logits"].astype(np.float64), axis=1), y) for a in (fresh, stored)]

@@ -192,7 +192,7 @@ def test_bad_names_list_the_valid_ones(tmp_path, capsys):
 def test_missing_fashion_mnist_through_the_command_line(tmp_path, monkeypatch, capsys):
     import urllib.error
 
-    import calib.data as data
+    import calib.dataset_files as data
 
     monkeypatch.setenv("CALIB_DATA", str(tmp_path / "empty"))
     monkeypatch.setattr(data, "DEBIAN_FASHION_MNIST", tmp_path / "none")
@@ -427,7 +427,7 @@ def test_a_full_disk_is_reported_as_such_and_the_last_epoch_is_kept(tiny_fashion
     become DiskFullError naming the directory, and the previous checkpoint stays intact."""
     import errno
 
-    import calib.train as train_module
+    import calib.runs as runs_module
 
     out = tmp_path / "run"
     trainer = Trainer(TrainConfig(**{**TINY, "epochs": 3}), out, progress=False)
@@ -442,7 +442,7 @@ def test_a_full_disk_is_reported_as_such_and_the_last_epoch_is_kept(tiny_fashion
         return real_save(obj, path, *a, **k)
 
     monkeypatch.setattr(torch, "save", failing_save)
-    monkeypatch.setattr(train_module.shutil, "disk_usage", lambda p: type("U", (), {"free": 1024})())
+    monkeypatch.setattr(runs_module.shutil, "disk_usage", lambda p: type("U", (), {"free": 1024})())
     with pytest.raises(DiskFullError, match=f"no space left on the device of {out} while writing checkpoint.pt"):
         trainer.run()
     assert torch.load(out / "checkpoint.pt", weights_only=False)["epoch"] == 1
@@ -453,4 +453,4 @@ def test_a_full_disk_is_reported_as_such_and_the_last_epoch_is_kept(tiny_fashion
 
     monkeypatch.setattr(Path, "write_text", no_space)
     with pytest.raises(DiskFullError, match="meta.json"):
-        train_module._write_json(out / "meta.json", {"x": 1})
+        runs_module.write_json(out / "meta.json", {"x": 1})
