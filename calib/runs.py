@@ -171,7 +171,9 @@ def read_logits(path, check_only: bool = False) -> dict:
         try:
             arrays = {k: npz[k] for k in LOGIT_KEYS}
         except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:   # pickled object arrays, bad data
-            raise damaged(f"{type(exc).__name__}: {str(exc)[:80]}") from None
+            why = ("it holds pickled Python objects, which calib never loads from a store" if "pickle" in str(exc)
+                   else f"{type(exc).__name__}: {str(exc)[:80]}")
+            raise damaged(why) from None
     for split in ("val", "test"):
         z, y = arrays[f"{split}_logits"], arrays[f"{split}_labels"]
         if z.ndim != 2 or z.dtype.kind != "f" or y.ndim != 1 or y.dtype.kind not in "iu" or len(y) != len(z):
@@ -334,4 +336,4 @@ class RunLock:
             self.fd = None
 
     def __exit__(self, *exc) -> None:
-        self.release()
+        self.release(remove=True)                  # also after an error: no lock file is left in the directory
