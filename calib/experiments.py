@@ -114,7 +114,8 @@ def _entry(item, kind: str, path: Path) -> tuple[str, dict]:
                          f"choose from {sorted(_CONFIG_FIELDS)}.")
     refused = [k for k in _NOT_IN_TABLE[kind] if k in item]
     if refused:
-        raise ValueError(f"{path}: {kind} entry {label!r} sets {', '.join(refused)}, which a {kind[:-1]} table may "
+        singular = {"models": "model", "losses": "loss"}[kind]
+        raise ValueError(f"{path}: {kind} entry {label!r} sets {', '.join(refused)}, which a {singular} table may "
                          f"not set: its runs are filed under the label {label!r} for every "
                          f"{'loss' if kind == 'models' else 'model'} and seed. Set it in the "
                          f"{'losses' if kind == 'models' else 'models'} list (seeds: in 'seeds').")

@@ -356,3 +356,61 @@ def test_run_path_and_matching_run(tmp_path):
     assert run is not None and run.out == path and run.config["lr"] == 0.1     # tuples compared as lists
     assert matching_run(path, {**recipe, "epochs": 20}) is None                 # another recipe
     assert matching_run(path, {**recipe, "data": "cifar10"}) is None            # a key the run does not record
+
+
+# ------------------------------------------------------------------------------ issue 24: grids read strictly
+
+@pytest.mark.parametrize("edit, message", [
+    # 7: a loss table's secondary_weight without a secondary loss trained and was ignored
+    (lambda t: t.replace('losses = ["ce", {', 'losses = ["ce", {label = "ce-w", loss = "ce", secondary_weight = 0.5}, {'),
+     "run small-cnn-w4/ce-w/seed0: secondary_weight=0.5 needs a secondary loss"),
+    # 9: seeds that are not distinct integers, a loss table's seed and model
+    (lambda t: t.replace("seeds = [0, 1]", "seeds = [1.7]"), "'seeds' must hold integers in \\[0, 4294967295\\]; got 1.7"),
+    (lambda t: t.replace("seeds = [0, 1]", "seeds = [0, 0]"), "'seeds' lists \\[0\\] more than once"),
+    (lambda t: t.replace('loss = "ce", secondary', 'loss = "ce", seed = 5, secondary'), "sets seed, which a loss table"),
+    (lambda t: t.replace('loss = "ce", secondary', 'loss = "ce", model = "small-cnn", secondary'),
+     "sets model, which a loss table"),
+    # 10: numeric grid keys are range-checked
+    (lambda t: t.replace("lr = 0.05", "lr = 0.05\nmomentum = 5"), "seed0: momentum must lie in \\[0, 1\\); got 5"),
+    (lambda t: t.replace("epochs = 2", "epochs = 0"), "epochs must be an integer >= 1; got 0"),
+    (lambda t: t.replace("batch_size = 64", "batch_size = -3"), "batch_size must be an integer >= 1"),
+    # 14, 15, 20, 21: wrong types named, not a traceback
+    (lambda t: t.replace("epochs = 2", "epochs = 2\nmilestones = 5"), "milestones must be a list of epochs"),
+    (lambda t: "store = 5\n" + t, "'store' must be a string"),
+    (lambda t: "train = 3\n" + t.replace("[train]", "[other]"), "unknown keys \\['other'\\]"),
+    (lambda t: t.split("[train]")[0] + "train = 3\n", "'train' must be a table"),
+    (lambda t: 'discard = "checkpoint.pt"\n' + t, "'discard' must be a list of file names"),
+    (lambda t: t.replace("seeds = [0, 1]", 'seeds = ["a"]'), "'seeds' must hold integers .*; got 'a'"),
+])
+def test_grid_keys_and_types_are_checked_when_read(tmp_path, edit, message):
+    path = write_grid(tmp_path / "g", edit(TINY_GRID))
+    with pytest.raises(ValueError, match=message) as exc:
+        load_grid(path)
+    assert str(exc.value).startswith(str(path))
+
+
+def _finished_store(tiny_fashion, tmp_path):
+    grid = load_grid(write_grid(tmp_path / "g", TINY_GRID.replace("seeds = [0, 1]", "seeds = [0]").replace(
+        "epochs = 2", "epochs = 1")))
+    grid.runs = grid.runs[:1]
+    sweep(grid, progress=False, log=lambda line: None)
+    return grid
+
+
+def test_a_damaged_store_names_the_file_and_the_fix(tiny_fashion, tmp_path, capsys):
+    """Issue 24, 11, 18, 19: a garbage logits.npz was reported as done by `calib sweep` and `--evaluate` suggested
+    allow_pickle; a damaged meta.json in the store gave a bare JSONDecodeError."""
+    grid = _finished_store(tiny_fashion, tmp_path)
+    run = grid.runs[0]
+    good = (run.out / "logits.npz").read_bytes()
+    (run.out / "logits.npz").write_bytes(b"garbage" * 64)
+    assert cli.main(["sweep", str(grid.path), "--only", "ce/seed0", "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert f"{run.out / 'logits.npz'} is damaged" in err and "allow_pickle" not in err and "--restart" in err
+    with pytest.raises(ValueError, match=f"{run.out / 'logits.npz'} is damaged.*delete"):
+        load_store(grid.store)
+    (run.out / "logits.npz").write_bytes(good)
+    assert len(load_store(grid.store)) == 1
+    (run.out / "meta.json").write_text('{"finished": tru')
+    with pytest.raises(ValueError, match=f"{run.out / 'meta.json'} is not valid JSON.*calib sweep"):
+        load_store(grid.store)
