@@ -13,10 +13,13 @@ checks it against this list; DESIGN.md has the plan this follows):
   ``calib.soft_binning`` (soft bin membership, SB-ECE and soft uncertainty in numpy, Karandikar et al. 2021),
   ``calib.losses`` (training losses in torch, a package: ``functional`` per-sample losses, ``batch`` batch
   objectives, ``registry`` the one table behind ``get_loss``), ``calib.published`` (the papers' result tables
-  as data)
+  as data), ``calib.toy_data`` (the papers' toy problems as seeded generators), ``calib.dataset_files`` (the
+  image datasets' files: found, downloaded, read), ``calib.runs`` (the run directory: its files, lock, atomic
+  writes and the errors for each damaged file)
 - layer 2: ``calib.posthoc`` (temperature scaling, focal temperature scaling), ``calib.simulate`` (synthetic
   calibrated and miscalibrated models, exact population errors), ``calib.data`` (datasets and loaders),
-  ``calib.models`` (networks)
+  ``calib.models`` (networks), ``calib.small_training`` (the in-memory trainings of the chapters: the linear
+  toy's gradient descent, a minimal loop)
 - layer 3: ``calib.train`` (training runs with diagnostics, checkpoints and resume), ``calib.experiments`` (grids
   of runs, the store of finished runs, post-hoc maps and metrics across runs), ``calib.selective``
   (Zhou et al. 2025's selective-classification bounds and counterexamples, built on simulate and losses)

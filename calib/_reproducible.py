@@ -38,3 +38,19 @@ def pin_cpu_kernels(environ=None) -> dict:
                       "instruction set it chose (runs may not retrain bit for bit on another machine).", RuntimeWarning,
                       stacklevel=2)
     return added
+
+
+def cpu_kernel_setting(environ=None) -> dict:
+    """The CPU instruction set this process's torch kernels run with: ``capability`` (what torch dispatches to,
+    e.g. "AVX2", "AVX512"; "unknown" before torch 2.0) and the variables that chose it (``CALIB_CPU_ISA`` and
+    those of :data:`CPU_ISA_VARIABLES`, None where unset). A run records it in ``meta.json`` when it starts and
+    refuses to resume under another: float32 training does not continue bit for bit across instruction sets."""
+    import torch
+
+    environ = os.environ if environ is None else environ
+    try:
+        capability = str(torch.backends.cpu.get_cpu_capability())
+    except AttributeError:  # torch < 2.0
+        capability = "unknown"
+    variables = {name: environ.get(name) for name in ("CALIB_CPU_ISA", *CPU_ISA_VARIABLES)}
+    return {"capability": capability, "variables": variables}

@@ -71,34 +71,36 @@ def _add_train_parser(commands) -> None:
                         "avuc-gs, mmce, mmce-w")
     t.add_argument("--secondary-weight", type=float, default=None,
                    help="weight beta of the secondary loss (default 1; needs --secondary)")
-    t.add_argument("--epochs", type=int)
+    t.add_argument("--epochs", type=int, help="passes over the training set (>= 1)")
     t.add_argument("--from-meta", metavar="RUN/meta.json",
-                   help="rerun a stored run with exactly its config (--data, --model, ... are then taken from it)")
-    t.add_argument("--seed", type=int, default=0)
+                   help="rerun a stored run with exactly its config (only --device and --diagnostics may be given "
+                        "beside it; a training flag that would change the run is refused)")
+    t.add_argument("--seed", type=int, default=None, help="seed of the weights, data order and split (default 0)")
     t.add_argument("--out", required=True, help="run directory")
     t.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     t.add_argument("--restart", action="store_true",
                    help="start the run in --out over (its checkpoint is corrupted, say); only a run of this config")
-    t.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda")
-    t.add_argument("--lr", type=float, default=0.1)
-    t.add_argument("--momentum", type=float, default=0.9)
-    t.add_argument("--weight-decay", type=float, default=5e-4)
+    t.add_argument("--device", default=None, help="auto (CUDA if present; the default), cpu or cuda")
+    t.add_argument("--lr", type=float, default=None, help="learning rate, > 0 (default 0.1)")
+    t.add_argument("--momentum", type=float, default=None, help="SGD momentum, in [0, 1) (default 0.9)")
+    t.add_argument("--weight-decay", type=float, default=None, help="weight decay, >= 0 (default 5e-4)")
     t.add_argument("--milestones", type=int, nargs="*", default=None,
                    help="epochs after which the lr is multiplied by --lr-decay (default: 150/350 and 250/350 of --epochs)")
-    t.add_argument("--lr-decay", type=float, default=0.1)
-    t.add_argument("--batch-size", type=int, default=128)
+    t.add_argument("--lr-decay", type=float, default=None, help="lr factor at each milestone, in (0, 1] (default 0.1)")
+    t.add_argument("--batch-size", type=int, default=None, help="mini-batch size, >= 1 (default 128)")
     t.add_argument("--augment", default=None,
                    help="training augmentation: crop-flip, crop, flip or none (default: crop-flip for CIFAR and Fashion-MNIST, crop for SVHN, none otherwise)")
     t.add_argument("--train-subset", type=int, default=None, help="keep the first N training samples")
     t.add_argument("--val-subset", type=int, default=None)
     t.add_argument("--test-subset", type=int, default=None)
-    t.add_argument("--pool", type=int, default=1, help="average-pool the images by this factor (2: 28x28 -> 14x14)")
+    t.add_argument("--pool", type=int, default=None,
+                   help="average-pool the images by this factor (2: 28x28 -> 14x14; default 1)")
     t.add_argument("--grad-clip", type=float, default=None, help="clip the gradient norm (none by default)")
     t.add_argument("--amp", action=argparse.BooleanOptionalAction, default=None,
                    help="bf16 autocast (default: on for CUDA)")
     t.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None,
                    help="channels-last memory format (default: on for CUDA)")
-    t.add_argument("--diagnostics", default="full", choices=("full", "eval"),
+    t.add_argument("--diagnostics", default=None, choices=("full", "eval"),
                    help="per-epoch diagnostics: full (train/val/test, gradient norms, reliability) or eval (val/test)")
     t.add_argument("--discard", nargs="+", default=[], choices=("checkpoint.pt", "logits.npz"),
                    help="files to delete once the run has finished (a stored run keeps no checkpoint)")
@@ -125,28 +127,43 @@ def _add_sweep_parser(commands) -> None:
 _TRAIN_FIELDS = ("data", "model", "loss", "secondary", "secondary_weight", "epochs", "seed", "lr", "momentum",
                  "weight_decay", "milestones", "lr_decay", "batch_size", "augment", "train_subset", "val_subset",
                  "test_subset", "pool", "grad_clip", "amp", "channels_last", "device", "diagnostics")
+#: Flags that may accompany --from-meta: they do not change what a run computes.
+_FROM_META_OVERRIDES = ("device", "diagnostics")
 
 
 def _train_config(args):
-    """The TrainConfig of ``calib train``: from --from-meta (device and diagnostics may be overridden), or
-    from the flags, of which --data, --model, --loss and --epochs are required."""
+    """The TrainConfig of ``calib train``: from --from-meta (only --device and --diagnostics may be given beside
+    it; any other training flag is refused, naming it), or from the flags, of which --data, --model, --loss and
+    --epochs are required and the others default to TrainConfig's defaults. Every number is range-checked
+    (:meth:`calib.train.TrainConfig.check_numbers`) before anything is read or written."""
     import dataclasses
 
     from calib.train import TrainConfig, config_from_meta
 
+    given = {k: getattr(args, k) for k in _TRAIN_FIELDS if getattr(args, k) is not None}
     if args.from_meta:
-        config = config_from_meta(args.from_meta)
-        return dataclasses.replace(config, device=args.device)
-    missing = [f"--{k}" for k in ("data", "model", "loss", "epochs") if getattr(args, k) is None]
-    if missing:
-        raise ValueError(f"calib train needs {', '.join(missing)} (or --from-meta RUN/meta.json to rerun a stored "
-                         f"run).")
-    if args.secondary_weight is not None and args.secondary is None:
-        raise ValueError(f"--secondary-weight {args.secondary_weight:g} needs --secondary (e.g. --secondary sb-ece): "
-                         f"it weighs the secondary loss, and there is none.")
-    fields = {k: getattr(args, k) for k in _TRAIN_FIELDS}
-    fields["secondary_weight"] = 1.0 if args.secondary_weight is None else args.secondary_weight
-    return TrainConfig(**fields)
+        conflicting = [k for k in given if k not in _FROM_META_OVERRIDES]
+        if conflicting:
+            flags = ", ".join("--" + k.replace("_", "-") for k in conflicting)
+            raise ValueError(f"{flags} cannot be combined with --from-meta {args.from_meta}: it reruns the stored "
+                             f"config exactly. Drop {flags}, or train a new config with the flags alone (no "
+                             f"--from-meta).")
+        config = dataclasses.replace(config_from_meta(args.from_meta), **given)
+    else:
+        missing = [f"--{k}" for k in ("data", "model", "loss", "epochs") if k not in given]
+        if missing:
+            raise ValueError(f"calib train needs {', '.join(missing)} (or --from-meta RUN/meta.json to rerun a "
+                             f"stored run).")
+        if args.secondary_weight is not None and args.secondary is None:
+            raise ValueError(f"--secondary-weight {args.secondary_weight:g} needs --secondary (e.g. --secondary "
+                             f"sb-ece): it weighs the secondary loss, and there is none.")
+        config = TrainConfig(**given)
+    try:
+        config.check_numbers()
+    except ValueError as exc:
+        flag = str(exc).split(" ")[0].replace("_", "-")
+        raise ValueError(f"--{flag.split('=')[0]}: {exc}") from None
+    return config
 
 
 def _sweep(args) -> None:
@@ -184,8 +201,6 @@ class _Interrupted(Exception):
 def _train(args) -> None:
     from calib.train import train
 
-    if args.from_meta and args.secondary_weight is not None:
-        raise ValueError("--secondary-weight cannot change a run given by --from-meta; it reruns the stored config.")
     config = _train_config(args)
     try:
         run = train(config, args.out, resume=args.resume, progress=not args.no_progress, discard=args.discard,

@@ -29,8 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
+from calib import runs as run_files
 from calib.published import published_rows, read_published
-from calib.train import DISCARDABLE, RunLockedError, TrainConfig, config_from_meta, load_run, train
+from calib.runs import DISCARDABLE, RunLockedError, load_run
+from calib.train import MAX_SEED, TrainConfig, config_from_meta, train
 
 __all__ = ["GridRun", "Grid", "load_grid", "sweep", "train_commands", "StoredRun", "run_path", "load_store",
            "matching_run", "POSTHOC_MAPS",
@@ -57,9 +59,10 @@ class GridRun:
 
     @property
     def finished(self) -> bool:
-        """The run directory holds a finished run (``meta.json`` says so)."""
-        meta = self.out / "meta.json"
-        return meta.is_file() and bool(json.loads(meta.read_text()).get("finished"))
+        """The run directory holds a finished run (``meta.json`` says so); a damaged ``meta.json`` raises
+        :class:`calib.runs.CorruptRunError` naming it."""
+        meta = self.out / run_files.META
+        return meta.is_file() and bool(run_files.read_json_object(meta).get("finished"))
 
 
 @dataclass
@@ -84,7 +87,13 @@ class Grid:
     def complete(self, model: str) -> bool:
         """Every run of ``model`` is stored, finished and has its logits."""
         runs = [r for r in self.runs if r.model == model]
-        return bool(runs) and all(r.finished and (r.out / "logits.npz").is_file() for r in runs)
+        return bool(runs) and all(r.finished and (r.out / run_files.LOGITS).is_file() for r in runs)
+
+
+#: Config fields a model table (``models``) or a loss table (``losses``) may not set: a model table's runs are
+#: filed under its label for every loss, a loss table's under its label for every model, and the seeds are the
+#: grid's ``seeds``.
+_NOT_IN_TABLE = {"models": ("loss", "secondary", "secondary_weight", "seed"), "losses": ("model", "seed")}
 
 
 def _entry(item, kind: str, path: Path) -> tuple[str, dict]:
@@ -103,7 +112,43 @@ def _entry(item, kind: str, path: Path) -> tuple[str, dict]:
     if unknown:
         raise ValueError(f"{path}: {kind} entry {label!r} has keys {unknown} that are not TrainConfig fields; "
                          f"choose from {sorted(_CONFIG_FIELDS)}.")
+    refused = [k for k in _NOT_IN_TABLE[kind] if k in item]
+    if refused:
+        singular = {"models": "model", "losses": "loss"}[kind]
+        raise ValueError(f"{path}: {kind} entry {label!r} sets {', '.join(refused)}, which a {singular} table may "
+                         f"not set: its runs are filed under the label {label!r} for every "
+                         f"{'loss' if kind == 'models' else 'model'} and seed. Set it in the "
+                         f"{'losses' if kind == 'models' else 'models'} list (seeds: in 'seeds').")
     return label.strip().lower(), item
+
+
+def _check_grid_keys(spec: dict, path: Path) -> None:
+    """The keys and types of a grid file, each error naming the file and the key."""
+    unknown = sorted(set(spec) - _GRID_KEYS)
+    if unknown:
+        raise ValueError(f"{path}: unknown keys {unknown}; a grid has {sorted(_GRID_KEYS)}.")
+    for key in ("seeds", "models", "losses"):
+        if not isinstance(spec.get(key), list) or not spec[key]:
+            raise ValueError(f"{path}: '{key}' must be a non-empty list, e.g. seeds = [0, 1, 2].")
+    for key in ("description", "store"):
+        if key in spec and not isinstance(spec[key], str):
+            raise ValueError(f"{path}: '{key}' must be a string, e.g. {key} = \".\"; got {spec[key]!r}.")
+    if "train" in spec and not isinstance(spec["train"], dict):
+        raise ValueError(f"{path}: 'train' must be a table ([train] with TrainConfig fields); got {spec['train']!r}.")
+    seeds = spec["seeds"]
+    bad = [s for s in seeds if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= MAX_SEED]
+    if bad:
+        raise ValueError(f"{path}: 'seeds' must hold integers in [0, {MAX_SEED}]; got {bad[0]!r}.")
+    twice = sorted({s for s in seeds if seeds.count(s) > 1})
+    if twice:
+        raise ValueError(f"{path}: 'seeds' lists {twice} more than once; each seed is one run, list it once.")
+    discard = spec.get("discard", ["checkpoint.pt"])
+    if not isinstance(discard, list) or not all(isinstance(d, str) for d in discard):
+        raise ValueError(f"{path}: 'discard' must be a list of file names, e.g. discard = [\"checkpoint.pt\"]; "
+                         f"got {discard!r}.")
+    for name in discard:
+        if name not in DISCARDABLE:
+            raise ValueError(f"{path}: discard={name!r} is not one of {DISCARDABLE}.")
 
 
 def load_grid(path) -> Grid:
@@ -124,23 +169,22 @@ def load_grid(path) -> Grid:
         losses = ["ce", "fl-3", {label = "ce+sb-ece", loss = "ce", secondary = "sb-ece"}]
 
     A model or loss is a name, or a table with a ``label`` (its folder name) and any TrainConfig fields it
-    sets (a loss table without ``loss`` uses its label as the loss name). The runs go to
-    ``<store>/<model label>/<loss label>/seed<k>``. Every config is checked (``TrainConfig.resolved``)
-    when the grid is read, so a typo fails before the first run starts.
+    sets (a loss table without ``loss`` uses its label as the loss name), except those of ``_NOT_IN_TABLE``:
+    a loss table sets no ``model`` or ``seed``, a model table no ``loss``, ``secondary``, ``secondary_weight``
+    or ``seed``. The runs go to ``<store>/<model label>/<loss label>/seed<k>``. Every key, type and config is
+    checked (``TrainConfig.resolved``: names, and every number in its range) when the grid is read, so a typo
+    fails before the first run starts, with a message naming the file and the key: unknown keys, seeds that are
+    not distinct integers in [0, ``MAX_SEED``], a ``discard`` that is not a list of discardable files, a
+    ``secondary_weight`` without a ``secondary`` loss.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"grid file {path} does not exist.")
     try:
-        spec = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{path} is not valid TOML ({exc}).") from None
-    unknown = sorted(set(spec) - _GRID_KEYS)
-    if unknown:
-        raise ValueError(f"{path}: unknown keys {unknown}; a grid has {sorted(_GRID_KEYS)}.")
-    for key in ("seeds", "models", "losses"):
-        if not isinstance(spec.get(key), list) or not spec[key]:
-            raise ValueError(f"{path}: '{key}' must be a non-empty list, e.g. seeds = [0, 1, 2].")
+        spec = tomllib.loads(path.read_bytes().decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path} is not valid TOML ({exc}); fix the file (TOML is UTF-8 text).") from None
+    _check_grid_keys(spec, path)
     shared = dict(spec.get("train", {}))
     bad = sorted(set(shared) - _CONFIG_FIELDS)
     if bad:
@@ -149,9 +193,6 @@ def load_grid(path) -> Grid:
     if any(k in shared for k in ("model", "loss", "seed")):
         raise ValueError(f"{path}: [train] must not set model, loss or seed; the grid's lists set them.")
     discard = tuple(spec.get("discard", ["checkpoint.pt"]))
-    for name in discard:
-        if name not in DISCARDABLE:
-            raise ValueError(f"{path}: discard={name!r} is not one of {DISCARDABLE}.")
     store = (path.parent / spec.get("store", ".")).resolve()
     grid = Grid(path, spec.get("description", ""), store, discard)
     seen = set()
@@ -166,11 +207,18 @@ def load_grid(path) -> Grid:
             if (model, loss) in seen:
                 raise ValueError(f"{path}: model {model!r} x loss {loss!r} appears twice.")
             seen.add((model, loss))
+            both = sorted(set(model_over) & set(loss_over))
+            if both:
+                raise ValueError(f"{path}: model {model!r} and loss {loss!r} both set {', '.join(both)}; set it in "
+                                 f"one of them (or in [train]).")
             for seed in spec["seeds"]:
-                cfg = {**shared, "model": model, "loss": loss, **model_over, **loss_over, "seed": int(seed)}
-                config = TrainConfig(**cfg)
-                config.resolved()
-                grid.runs.append(GridRun(model, loss, int(seed), config, run_path(store, model, loss, int(seed))))
+                config = TrainConfig(**{**shared, "model": model, "loss": loss, **model_over, **loss_over,
+                                        "seed": seed})
+                try:
+                    config.resolved()
+                except ValueError as exc:
+                    raise ValueError(f"{path}: run {model}/{loss}/seed{seed}: {exc}") from None
+                grid.runs.append(GridRun(model, loss, seed, config, run_path(store, model, loss, seed)))
     return grid
 
 
@@ -218,7 +266,7 @@ def _print_flushed(line: str) -> None:
 
 
 def sweep(grid: Grid, progress: bool = True, only=None, log=None) -> list:
-    """Train every run of ``grid`` that is not finished; return the :class:`calib.train.Run` of each run.
+    """Train every run of ``grid`` that is not finished; return the :class:`calib.runs.Run` of each run.
 
     Finished runs are skipped (read back), interrupted ones resumed from their checkpoint, and runs another
     process is training (their directory is locked) are skipped and not returned. After each run a
@@ -242,7 +290,7 @@ def sweep(grid: Grid, progress: bool = True, only=None, log=None) -> list:
         for i, run in enumerate(runs, 1):
             was_finished = run.finished
             t0 = time.perf_counter()
-            resume = (run.out / "checkpoint.pt").is_file() or (run.out / "meta.json").is_file()
+            resume = (run.out / run_files.CHECKPOINT).is_file() or (run.out / run_files.META).is_file()
             try:
                 results.append(train(run.config, run.out, resume=resume, progress=progress, discard=grid.discard))
             except RunLockedError:                        # another worker trains it (e.g. a second sweep)
@@ -284,13 +332,14 @@ class StoredRun:
     meta: dict
 
     def logits(self) -> dict:
-        """``val_logits``, ``val_labels``, ``test_logits``, ``test_labels`` (float32 logits, int64 labels)."""
-        return load_run(self.path).logits()
+        """``val_logits``, ``val_labels``, ``test_logits``, ``test_labels`` (float32 logits, int64 labels), read
+        without pickles and checked (:func:`calib.runs.read_logits`)."""
+        return run_files.read_logits(self.path / run_files.LOGITS)
 
     @property
     def config(self) -> TrainConfig:
         """The run's training configuration, read back from its ``meta.json``."""
-        return config_from_meta(self.path / "meta.json")
+        return config_from_meta(self.path / run_files.META)
 
 
 def run_path(store, model: str, loss: str, seed: int) -> Path:
@@ -327,8 +376,8 @@ def matching_run(path, config: dict):
 
     Returns
     -------
-    calib.train.Run or None
-        The run (:func:`calib.train.load_run`), or None when ``path`` holds no run, an unfinished one, or a
+    calib.runs.Run or None
+        The run (:func:`calib.runs.load_run`), or None when ``path`` holds no run, an unfinished one, or a
         run of another config.
     """
     try:
@@ -342,21 +391,32 @@ def matching_run(path, config: dict):
 
 def load_store(root, model: str | None = None) -> list:
     """The finished runs under ``root`` (``<model>/<loss>/seed<k>/`` with meta.json and logits.npz), sorted
-    by model, loss and seed. Unfinished runs and runs without logits are left out."""
+    by model, loss and seed. Unfinished runs and runs without logits are left out; a damaged ``meta.json`` or
+    ``logits.npz`` of a finished run raises :class:`calib.runs.CorruptRunError` naming the file and the fix
+    (:func:`calib.runs.read_logits` checks each logits archive's contents without unpickling anything)."""
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"store {root} does not exist; train a grid into it with `calib sweep GRID.toml`.")
-    runs = []
-    for meta_path in sorted(root.glob("*/*/seed*/meta.json")):
+    stored = []
+    for meta_path in sorted(root.glob(f"*/*/seed*/{run_files.META}")):
         run_dir = meta_path.parent
-        meta = json.loads(meta_path.read_text())
-        if not meta.get("finished") or not (run_dir / "logits.npz").is_file():
-            continue
         m, loss = run_dir.parent.parent.name, run_dir.parent.name
         if model is not None and m != model:
             continue
-        runs.append(StoredRun(m, loss, int(run_dir.name[4:]), run_dir, meta))
-    return sorted(runs, key=lambda r: (r.model, r.loss, r.seed))
+        if not re.fullmatch(r"seed\d+", run_dir.name):
+            continue
+        meta = run_files.read_json_object(meta_path, fix=_store_fix(run_dir))
+        if not meta.get("finished") or not (run_dir / run_files.LOGITS).is_file():
+            continue
+        run_files.read_logits(run_dir / run_files.LOGITS, check_only=True)
+        stored.append(StoredRun(m, loss, int(run_dir.name[4:]), run_dir, meta))
+    return sorted(stored, key=lambda r: (r.model, r.loss, r.seed))
+
+
+def _store_fix(run_dir: Path) -> str:
+    """What to do about a damaged file of a stored run: restore it from git, or delete the run and sweep again."""
+    return (f"restore it (git checkout -- {run_dir}), or delete {run_dir} and train it again with `calib sweep "
+            f"GRID.toml`")
 
 
 # ---------------------------------------------------------------------------------- post-hoc and metrics

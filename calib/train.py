@@ -1,47 +1,41 @@
-"""Training: one run of a network on a dataset with per-epoch diagnostics, checkpoints and exact resume;
-full-batch gradient descent for the linear toy; and a minimal loop for the small chapters.
+"""Training: one run of a network on a dataset with per-epoch diagnostics, checkpoints and exact resume.
 
-- :func:`train` (and ``calib train``) runs the recipe of Mukhoti et al. (2020), App. D by default (SGD,
-  momentum 0.9, weight decay 5e-4 (their code), batch 128, learning rate 0.1 divided by 10 at 150/350 and
-  250/350 of the run) and writes a run directory (see :class:`Trainer`):
-
-  ``meta.json``      config, versions, device, git commit, wall time, ``finished``
-  ``history.json``   per-epoch diagnostics (:meth:`Trainer.diagnose`)
-  ``logits.npz``     ``val_logits``, ``val_labels``, ``test_logits``, ``test_labels`` of the final model
-  ``checkpoint.pt``  model, optimiser, scheduler and random states after the last finished epoch
-
-- :func:`load_run` reads a run directory back (the chapters read committed GPU runs from ``book/results``).
-- :func:`logistic_gradient_descent`: full-batch gradient descent on bias-free logistic regression with
-  cross-entropy or focal loss (Mukhoti et al. 2020, App. B), vectorised over several problems at once.
-- :func:`train_classifier`: a minimal loop (full-batch or mini-batch, Adam or SGD) returning the loss
-  history, for the chapters that train small models in memory.
+:func:`train` (and ``calib train``) runs the recipe of Mukhoti et al. (2020), App. D by default (SGD, momentum
+0.9, weight decay 5e-4 (their code), batch 128, learning rate 0.1 divided by 10 at 150/350 and 250/350 of the
+run) and writes a run directory (:mod:`calib.runs` owns its format: ``meta.json``, ``history.json``,
+``logits.npz``, ``checkpoint.pt``, the lock and the atomic writes). :func:`calib.runs.load_run` reads a run
+back (the chapters read committed GPU runs from ``book/results``). The small in-memory trainings of the chapters
+(the linear toy's gradient descent, a minimal loop) are :mod:`calib.small_training`; their names stay
+importable from here.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import errno
-import json
 import os
 import platform
 import random
-import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from calib._validate import check_choice, check_int, check_positive, to_numpy
+from calib import runs
+from calib._reproducible import cpu_kernel_setting
+from calib._validate import check_choice, check_int, check_positive
+from calib.runs import (DISCARDABLE, CorruptRunError, DiskFullError, ReadOnlyRunError, Run,  # noqa: F401 (re-exported)
+                        RunConfigError, RunLockedError, load_run)
+from calib.small_training import logistic_gradient_descent, resolve_device, train_classifier  # noqa: F401
 
-__all__ = ["resolve_device", "train_classifier", "TrainConfig", "Trainer", "Run", "train", "load_run",
-           "RunConfigError", "logistic_gradient_descent", "paper_milestones", "GRAD_NORM_EDGES", "DIAGNOSTICS",
-           "DISCARDABLE", "config_from_meta"]
+__all__ = ["TrainConfig", "Trainer", "train", "config_from_meta", "paper_milestones", "torch_flags",
+           "GRAD_NORM_EDGES", "DIAGNOSTICS", "AUGMENTATIONS", "DEFAULT_AUGMENT", "MAX_SEED"]
 
-OPTIMIZERS = ("adam", "sgd")
+#: Training augmentations: random crop with 4 pixels of padding and/or horizontal flip, or none.
 AUGMENTATIONS = ("crop-flip", "crop", "flip", "none")
 #: Default augmentation by dataset, the CIFAR recipe (random crop with 4 pixels of padding and horizontal
 #: flip, Mukhoti et al. 2020, App. D) for natural images, crop only for digits in photographs (SVHN).
@@ -58,44 +52,14 @@ _NON_IDENTITY = ("device", "progress", "diagnostics")
 #: last-layer gradient norms and reliability tables of Mukhoti et al.'s Figs. 1-4) or "eval" (validation and
 #: test only: about half the cost of an epoch for a small network, for grids that need only the final logits).
 DIAGNOSTICS = ("full", "eval")
-#: Files of a run directory that may be deleted once the run has finished (``discard``).
-DISCARDABLE = ("checkpoint.pt", "logits.npz")
-
-
-def resolve_device(device: str = "auto") -> torch.device:
-    """``"auto"``: the first CUDA GPU if there is one, else the CPU; any other value is passed to torch."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        resolved = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"device={device!r} is not a torch device ({exc}); use 'auto', 'cpu' or 'cuda'.") from None
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        why = ("this torch is a CPU build" if torch.version.cuda is None else "no CUDA GPU is visible")
-        raise ValueError(f"device={device!r}: {why}; use 'cpu' or 'auto', or install a CUDA build of torch.")
-    return resolved
+#: The largest seed: every random generator of a run (numpy's legacy ``RandomState`` among them) accepts it.
+MAX_SEED = 2 ** 32 - 1
 
 
 def paper_milestones(epochs: int) -> tuple:
     """The epochs after which the learning rate drops: Mukhoti et al.'s 150 and 250 of 350 (Sec. 3, App. D),
     scaled to a run of ``epochs`` epochs (``round(150 E / 350)``, ``round(250 E / 350)``)."""
     return tuple(sorted({max(1, round(150 * epochs / 350)), max(1, round(250 * epochs / 350))}))
-
-
-class RunLockedError(ValueError):
-    """Another process is writing to the run directory."""
-
-
-class CorruptRunError(ValueError):
-    """A file of the run directory cannot be read (truncated, garbage or not what calib wrote)."""
-
-
-class DiskFullError(OSError):
-    """The device of the run directory is full: nothing of the last complete epoch was lost."""
-
-
-class RunConfigError(ValueError):
-    """A run directory holds a run of another configuration (or an unfinished one without ``resume``)."""
 
 
 @dataclass
@@ -138,139 +102,75 @@ class TrainConfig:
     diagnostics: str = "full"
 
     def resolved(self) -> "TrainConfig":
-        """A copy with the defaults that depend on the data and the device filled in, checked."""
+        """A copy with the defaults that depend on the data and the device filled in, checked: names are known,
+        every number is of its type and in its range (:meth:`check_numbers`)."""
         from calib.data import DATASETS, dataset_names
         from calib.losses import get_loss
         from calib.models import check_model_name
 
+        for name in ("data", "loss", "device", "diagnostics"):
+            if not isinstance(getattr(self, name), str):
+                raise ValueError(f"{name} must be a name (a string); got {getattr(self, name)!r}.")
+        if self.secondary is not None and not isinstance(self.secondary, str):
+            raise ValueError(f"secondary must be a loss name or None; got {self.secondary!r}.")
+        self.check_numbers()
         get_loss(self.loss, self.secondary, self.secondary_weight)   # unknown names list the valid ones
-        data = self.data.strip().lower() if isinstance(self.data, str) else self.data
+        data = self.data.strip().lower()
         if data not in DATASETS:
             raise ValueError(f"unknown dataset {self.data!r}; choose from {dataset_names()}.")
         model = check_model_name(self.model)
-        epochs = check_int(self.epochs, "epochs")
-        check_int(self.seed, "seed", minimum=0)
-        check_positive(self.lr, "lr")
-        check_positive(self.momentum, "momentum", allow_zero=True)
-        check_positive(self.weight_decay, "weight_decay", allow_zero=True)
-        check_positive(self.lr_decay, "lr_decay")
-        check_int(self.batch_size, "batch_size")
-        milestones = paper_milestones(epochs) if self.milestones is None else tuple(
-            check_int(m, "milestones") for m in self.milestones)
+        milestones = paper_milestones(self.epochs) if self.milestones is None else tuple(self.milestones)
         augment = self.augment if self.augment is not None else DEFAULT_AUGMENT.get(data, "none")
         check_choice(augment, "augment", AUGMENTATIONS)
-        for name in ("train_subset", "val_subset", "test_subset"):
-            if getattr(self, name) is not None:
-                check_int(getattr(self, name), name)
-        check_int(self.pool, "pool")
         check_choice(self.diagnostics, "diagnostics", DIAGNOSTICS)
-        if self.grad_clip is not None:
-            check_positive(self.grad_clip, "grad_clip")
+        for name in ("amp", "channels_last"):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true, false or None (on for CUDA); got {getattr(self, name)!r}.")
         cuda = resolve_device(self.device).type == "cuda"
-        amp = cuda if self.amp is None else bool(self.amp)
-        channels_last = cuda if self.channels_last is None else bool(self.channels_last)
+        amp = cuda if self.amp is None else self.amp
+        channels_last = cuda if self.channels_last is None else self.channels_last
         secondary = self.secondary.strip().lower() if isinstance(self.secondary, str) else self.secondary
         return dataclasses.replace(self, data=data, model=model, loss=self.loss.strip().lower(), secondary=secondary,
                                    milestones=milestones, augment=augment, amp=amp, channels_last=channels_last)
+
+    def check_numbers(self) -> None:
+        """Raise ValueError naming the field unless every number is of its type and in its range: ``epochs``,
+        ``batch_size``, ``pool`` and the subsets integers >= 1; ``seed`` an integer in [0, :data:`MAX_SEED`];
+        ``lr`` > 0; ``momentum`` in [0, 1) (SGD's heavy ball diverges at 1 and beyond); ``weight_decay`` >= 0;
+        ``lr_decay`` in (0, 1]; ``secondary_weight`` > 0, and 1 unless there is a ``secondary`` loss;
+        ``grad_clip`` > 0; ``milestones`` increasing epochs in [1, ``epochs``]. Every real is finite."""
+        epochs = check_int(self.epochs, "epochs")
+        seed = check_int(self.seed, "seed", minimum=0)
+        if seed > MAX_SEED:
+            raise ValueError(f"seed must be at most {MAX_SEED} (2**32 - 1, what every random generator of a run "
+                             f"accepts); got {seed}.")
+        for name in ("batch_size", "pool", "train_subset", "val_subset", "test_subset"):
+            if getattr(self, name) is not None or name in ("batch_size", "pool"):
+                check_int(getattr(self, name), name)
+        check_positive(self.lr, "lr")
+        for name, low, high, closed in (("momentum", 0.0, 1.0, "[0, 1)"), ("lr_decay", 0.0, 1.0, "(0, 1]")):
+            value = check_positive(getattr(self, name), name, allow_zero=True)
+            if not (low <= value < high if name == "momentum" else low < value <= high):
+                raise ValueError(f"{name} must lie in {closed}; got {value:g}.")
+        check_positive(self.weight_decay, "weight_decay", allow_zero=True)
+        weight = check_positive(self.secondary_weight, "secondary_weight")
+        if self.secondary is None and weight != 1.0:
+            raise ValueError(f"secondary_weight={weight:g} needs a secondary loss (e.g. secondary='sb-ece'): it "
+                             f"weighs the secondary loss, and there is none.")
+        if self.grad_clip is not None:
+            check_positive(self.grad_clip, "grad_clip")
+        if self.milestones is not None:
+            if isinstance(self.milestones, (str, bytes)) or not isinstance(self.milestones, (list, tuple)):
+                raise ValueError(f"milestones must be a list of epochs, e.g. [5, 8]; got {self.milestones!r}.")
+            steps = [check_int(m, "milestones") for m in self.milestones]
+            if any(b <= a for a, b in zip(steps, steps[1:])) or (steps and steps[-1] > epochs):
+                raise ValueError(f"milestones must be increasing epochs in [1, epochs={epochs}]; got {steps}.")
 
     def identity(self) -> dict:
         """The fields that must agree for two runs to be the same run."""
         d = dataclasses.asdict(self)
         d["milestones"] = list(d["milestones"]) if d["milestones"] is not None else None
         return {k: v for k, v in d.items() if k not in _NON_IDENTITY}
-
-
-@dataclass
-class Run:
-    """A run directory read back: its config, metadata and history; :meth:`logits` loads ``logits.npz``."""
-
-    out: Path
-    meta: dict
-    history: dict
-    config: dict = field(default_factory=dict)
-
-    @property
-    def finished(self) -> bool:
-        """Whether the run completed all its epochs (``finished`` in ``meta.json``)."""
-        return bool(self.meta.get("finished"))
-
-    @property
-    def epochs(self) -> list:
-        """The per-epoch records of ``history.json``."""
-        return self.history.get("epochs", [])
-
-    def series(self, *keys) -> np.ndarray:
-        """One diagnostic over the epochs, e.g. ``run.series("test", "nll_wrong")`` (None becomes NaN)."""
-        out = []
-        for rec in self.epochs:
-            value = rec
-            for k in keys:
-                value = value[k]
-            out.append(np.nan if value is None else value)
-        return np.asarray(out, dtype=np.float64)
-
-    def logits(self) -> dict:
-        """``val_logits``, ``val_labels``, ``test_logits``, ``test_labels`` (numpy arrays)."""
-        with np.load(self.out / "logits.npz") as f:
-            return {k: f[k] for k in f.files}
-
-
-def load_run(out) -> Run:
-    """Read the run directory ``out`` (``meta.json`` and ``history.json``)."""
-    out = Path(out)
-    if not (out / "meta.json").is_file():
-        raise FileNotFoundError(f"{out} holds no run (no meta.json); train one with `calib train ... --out {out}`.")
-    meta = _read_json_object(out / "meta.json")
-    history = _read_json_object(out / "history.json") if (out / "history.json").is_file() else {}
-    return Run(out, meta, history, meta.get("config", {}))
-
-
-def _read_json_object(path: Path) -> dict:
-    """A JSON object written by calib (meta.json, history.json), or CorruptRunError naming the file."""
-    try:
-        obj = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CorruptRunError(f"{path} is not valid JSON ({exc}); it is damaged. Restore it, or start the run over "
-                              f"with --restart (calib train) / restart=True.") from None
-    if not isinstance(obj, dict):
-        raise CorruptRunError(f"{path} holds a JSON {type(obj).__name__}, not the object calib writes; restore it, or "
-                              f"start the run over with --restart.")
-    return obj
-
-
-#: Temporary files of :func:`_write_atomic`: ``.<name>.tmp<pid>``, removed when a run starts.
-_TMP_GLOB = ".*.tmp*"
-
-
-def _write_atomic(path: Path, write) -> None:
-    """Write a file through a temporary in the same folder and ``os.replace``: a crash leaves the old file.
-
-    A full device raises :class:`DiskFullError` naming the directory (the temporary is removed and the previous
-    file is untouched); torch reports it as a RuntimeError from its zip writer, numpy and json as OSError.
-    """
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException as exc:                       # also Ctrl-C: no temporary is left behind
-        tmp.unlink(missing_ok=True)
-        if not isinstance(exc, (OSError, RuntimeError)):
-            raise
-        full = getattr(exc, "errno", None) == errno.ENOSPC
-        if not full:
-            try:
-                full = shutil.disk_usage(path.parent).free < 64 * 2 ** 20
-            except OSError:
-                pass
-        if full:
-            raise DiskFullError(errno.ENOSPC, f"no space left on the device of {path.parent} while writing {path.name}; "
-                                f"the files of the last complete epoch are intact. Free some space and continue with "
-                                f"--resume.") from None
-        raise
-
-
-def _write_json(path: Path, obj) -> None:
-    _write_atomic(path, lambda p: p.write_text(json.dumps(obj, indent=1, allow_nan=False)))
 
 
 def _json_float(x) -> float | None:
@@ -310,13 +210,26 @@ def _device_name(device: torch.device) -> str:
     return f"CPU: {platform.processor() or platform.machine()} ({os.cpu_count()} cores)"
 
 
-def _cpu_capability() -> str:
-    """The vector instruction set torch's CPU kernels dispatch to (e.g. "AVX512", "AVX2"); float32 training is
-    bit-reproducible only between machines with the same one (and the same number of threads)."""
+@contextlib.contextmanager
+def torch_flags(device_type: str):
+    """Set torch's global flags for a run on ``device_type`` and restore each one afterwards, also after an error.
+
+    On the CPU, ``torch.use_deterministic_algorithms(True)`` (a resumed run equals an uninterrupted one to the
+    bit); on CUDA, cuDNN autotuning and TF32 matmuls and convolutions (speed over bit-exactness). A chapter that
+    trains a run and then computes anything else in the same process sees the flags it had before.
+    """
+    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
+    saved = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+             cudnn.benchmark, matmul.allow_tf32, cudnn.allow_tf32)
     try:
-        return str(torch.backends.cpu.get_cpu_capability())
-    except AttributeError:  # torch < 2.0
-        return "unknown"
+        if device_type == "cpu":
+            torch.use_deterministic_algorithms(True)
+        elif device_type == "cuda":
+            cudnn.benchmark = matmul.allow_tf32 = cudnn.allow_tf32 = True
+        yield
+    finally:
+        torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])
+        cudnn.benchmark, matmul.allow_tf32, cudnn.allow_tf32 = saved[2:]
 
 
 def _epoch_seed(seed: int, epoch: int) -> int:
@@ -353,65 +266,6 @@ def _split_stats(logits: np.ndarray, labels: np.ndarray, reliability_bins: int |
                                 "accuracy": [_json_float(a) for a in rel.accuracy],
                                 "confidence": [_json_float(c) for c in rel.confidence]}
     return stats
-
-
-class _RunLock:
-    """An exclusive lock on a run directory (``flock`` on ``.calib-train.lock``) for the lifetime of a run.
-
-    A second process on the same directory is refused at once, naming the holder. The kernel releases the lock
-    when its process dies, so a run killed with SIGKILL leaves no stale lock. Where ``fcntl`` does not exist
-    (Windows) there is no lock.
-    """
-
-    NAME = ".calib-train.lock"
-
-    def __init__(self, out: Path):
-        self.path = out / self.NAME
-        self.fd: int | None = None
-
-    def __enter__(self) -> "_RunLock":
-        try:
-            import fcntl
-        except ImportError:
-            return self
-        try:
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError:                            # a read-only directory: nobody can write to it, nothing to lock
-            return self
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(self.fd, 200).decode(errors="replace").strip() or "a process"
-            os.close(self.fd)
-            self.fd = None
-            raise RunLockedError(f"{self.path.parent} is being written by another calib train ({holder}); wait for "
-                                 f"it to finish, or choose another --out.") from None
-        os.ftruncate(self.fd, 0)
-        os.write(self.fd, f"pid {os.getpid()} on {platform.node()}, since {time.strftime('%H:%M:%S')}".encode())
-        return self
-
-    def release(self, remove: bool = False) -> None:
-        if self.fd is not None:
-            if remove:
-                self.path.unlink(missing_ok=True)
-            os.close(self.fd)                      # closing releases the lock
-            self.fd = None
-
-    def __exit__(self, *exc) -> None:
-        self.release()
-
-
-def _read_checkpoint(path: Path, device) -> dict:
-    """``checkpoint.pt`` as :meth:`Trainer.save_checkpoint` wrote it, or CorruptRunError naming the file."""
-    try:
-        state = torch.load(path, map_location=device, weights_only=False)
-    except Exception as exc:  # torch.load raises UnpicklingError, EOFError, RuntimeError, ... on a damaged file
-        raise CorruptRunError(f"{path} is corrupted or truncated ({type(exc).__name__}: {str(exc)[:120]}); it cannot "
-                              f"be resumed. Start the run over with --restart (restart=True), or restore the "
-                              f"file.") from None
-    if not isinstance(state, dict) or not {"config", "epoch", "model", "optimizer"} <= set(state):
-        raise CorruptRunError(f"{path} is not a calib checkpoint; start the run over with --restart (restart=True).")
-    return state
 
 
 class Trainer:
@@ -503,11 +357,11 @@ class Trainer:
         state = {"config": self.config.identity(), "epoch": self.epoch, "model": self.model.state_dict(),
                  "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
                  "history": self.history, "rng": self._rng_state(), "wall_time": self.wall_time}
-        _write_atomic(self.out / "checkpoint.pt", lambda p: torch.save(state, p))
+        runs.write_atomic(self.out / runs.CHECKPOINT, lambda p: torch.save(state, p))
 
     def load_checkpoint(self) -> None:
         """Restore the model, optimiser, scheduler, history and random states from ``checkpoint.pt``."""
-        state = _read_checkpoint(self.out / "checkpoint.pt", self.device)
+        state = runs.read_checkpoint(self.out / runs.CHECKPOINT, self.device)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
@@ -518,19 +372,21 @@ class Trainer:
 
     def _check_out(self, resume: bool) -> str:
         """``"new"``, ``"resume"`` or ``"done"`` for the run directory; RunConfigError when it holds a
-        different run (or an unfinished one and ``resume`` is off)."""
-        meta_path, ckpt = self.out / "meta.json", self.out / "checkpoint.pt"
+        different run (or an unfinished one and ``resume`` is off, or one begun under another CPU instruction
+        set); CorruptRunError when a file it needs is damaged."""
+        meta_path, ckpt = self.out / runs.META, self.out / runs.CHECKPOINT
         if not meta_path.is_file() and not ckpt.is_file():
             return "new"
-        old = {}
+        meta = {}
         if meta_path.is_file():
-            meta = _read_json_object(meta_path)
-            old = meta.get("config", {})
-            finished = bool(meta.get("finished"))
-        else:
-            finished = False
-        if not old and ckpt.is_file():
-            old = _read_checkpoint(ckpt, "cpu")["config"]
+            try:
+                meta = runs.read_json_object(meta_path)
+            except CorruptRunError:
+                runs.read_json_object(meta_path, fix=self._restart_advice())     # the same error, safe advice
+            if not isinstance(meta.get("config"), dict) or "versions" not in meta:
+                raise RunConfigError(f"{meta_path} was not written by calib train (it has no config and versions); "
+                                     f"refusing to touch {self.out}. Choose another --out.")
+        old = meta.get("config") or runs.read_checkpoint(ckpt, "cpu", fix=self._restart_advice())["config"]
         new = self.config.identity()
         diff = {k: (old.get(k), v) for k, v in new.items() if old.get(k) != v}
         if diff:
@@ -538,12 +394,43 @@ class Trainer:
             raise RunConfigError(f"{self.out} holds a run of another configuration ({what}); refusing to "
                                  f"{'resume' if resume else 'overwrite'} it. Choose another --out or delete that "
                                  f"directory.")
-        if finished:
+        if meta.get("finished"):
+            if (self.out / runs.LOGITS).is_file():
+                runs.read_logits(self.out / runs.LOGITS)          # a finished run is done only with whole logits
             return "done"
         if not resume:
             raise RunConfigError(f"{self.out} holds an unfinished run of this configuration; pass --resume "
                                  f"(resume=True) to continue it, or delete the directory to start over.")
-        return "resume" if ckpt.is_file() else "new"
+        if not ckpt.is_file():
+            return "new"
+        self._check_cpu_kernels(meta)
+        return "resume"
+
+    def _restart_advice(self) -> str:
+        """What a damaged file's message advises: ``--restart`` only where it cannot delete another run."""
+        owner, why = runs.run_owner(self.out, self.config.identity())
+        if owner in ("same", "none"):
+            return "restore it, or start the run over with --restart (restart=True)"
+        return (f"restore it, or choose another --out ({why}, and --restart deletes only a run of this "
+                f"configuration)")
+
+    def _check_cpu_kernels(self, meta: dict) -> None:
+        """Refuse to resume on the CPU under another instruction set than the run began with (float32 SGD does not
+        continue bit for bit across AVX2 and AVX-512 kernels: the logits of chapter 10's grid differ by a
+        logit and more), naming both settings."""
+        if resolve_device(self.config.device).type != "cpu" or not str(meta.get("device", "cpu")).startswith("cpu"):
+            return
+        now = cpu_kernel_setting()
+        then = {"capability": meta.get("cpu_capability", now["capability"]),
+                "variables": meta.get("cpu_kernels", now["variables"])}
+        if then != now:
+            def text(setting):
+                set_vars = ", ".join(f"{k}={v}" for k, v in setting["variables"].items() if v is not None)
+                return f"{setting['capability']} ({set_vars or 'no variable set'})"
+
+            raise RunConfigError(f"{self.out} was begun with torch's CPU kernels on {text(then)}, and this process "
+                                 f"runs {text(now)}; a run resumed across instruction sets matches neither. Resume "
+                                 f"it with the variables it began with, or start it over with --restart.")
 
     # ------------------------------------------------------------------------------------- diagnostics
     def _evaluate(self, split: str, with_grads: bool):
@@ -634,11 +521,12 @@ class Trainer:
                                      f"--grad-clip.")
         return mean_loss
 
-    def _meta(self, finished: bool) -> dict:
+    def _meta(self, finished: bool, discarded=()) -> dict:
         import scipy
 
         import calib
 
+        kernels = cpu_kernel_setting()
         return {"config": self.config.identity(), "diagnostics": self.config.diagnostics, "device": str(self.device), "device_name": _device_name(self.device),
                 "finished": finished, "epochs_done": self.epoch, "wall_time_s": round(self.wall_time, 3),
                 "n_parameters": self.n_parameters, "dataset": {"name": self.dataset.name, "source": self.dataset.source,
@@ -646,14 +534,15 @@ class Trainer:
                 "versions": {"calib": getattr(calib, "__version__", "0.1.0"), "torch": torch.__version__,
                              "numpy": np.__version__, "scipy": scipy.__version__, "python": sys.version.split()[0]},
                 "git_commit": _git_commit(), "git_dirty": _git_dirty(), "threads": torch.get_num_threads(),
-                "cpu_capability": _cpu_capability(), "written": time.strftime("%Y-%m-%d %H:%M:%S")}
+                "cpu_capability": kernels["capability"], "cpu_kernels": kernels["variables"],
+                "written": time.strftime("%Y-%m-%d %H:%M:%S"), **({"discarded": list(discarded)} if finished else {})}
 
     def _final_logits(self) -> None:
         arrays = {}
         for split in ("val", "test"):
             arrays[f"{split}_logits"] = self._evaluate(split, with_grads=False)["logits"].astype(np.float32)
             arrays[f"{split}_labels"] = self.eval_loaders[split].y.cpu().numpy().astype(np.int64)
-        _write_atomic(self.out / "logits.npz", lambda p: np.savez_compressed(open(p, "wb"), **arrays))
+        runs.write_logits(self.out / runs.LOGITS, arrays)
 
     def run(self, resume: bool = False, discard=(), restart: bool = False) -> Run:
         """Train (or resume, or skip a finished run of the same config) and return the run directory.
@@ -663,28 +552,30 @@ class Trainer:
         ``logits.npz`` either. ``restart`` starts a run of the same configuration over (a corrupted checkpoint).
         The directory is locked while the run writes to it (a second process is refused,
         ``calib.train.RunLockedError``); temporaries left by a killed run are removed first."""
+        if isinstance(discard, str):
+            raise ValueError(f"discard must be a list of file names, e.g. [{discard!r}]; got the string {discard!r}.")
         discard = tuple(discard)
         for name in discard:
             check_choice(name, "discard", DISCARDABLE)
         self._make_out()
-        with _RunLock(self.out) as lock:
-            for leftover in self.out.glob(_TMP_GLOB):     # temporaries of a killed run
-                try:
-                    leftover.unlink()
-                except OSError:
-                    pass
+        with runs.RunLock(self.out) as lock:
+            runs.remove_temporaries(self.out)              # temporaries of a killed run
             if restart:
                 self._clear_for_restart()
             state = self._check_out(resume)
             if state == "done":
                 lock.release(remove=True)
                 return load_run(self.out)
-            run = self._run(state, discard)
+            if not os.access(self.out, os.W_OK):
+                raise ReadOnlyRunError(f"out {self.out} is not writable; choose a writable --out, or make the "
+                                       f"directory writable.")
+            with torch_flags(resolve_device(self.config.device).type):
+                run = self._run(state, discard)
             lock.release(remove=True)
             return run
 
     def _make_out(self) -> None:
-        if (self.out / "meta.json").is_file():
+        if (self.out / runs.META).is_file():
             return                                      # an existing run (maybe read-only, e.g. a stored one)
         try:
             self.out.mkdir(parents=True, exist_ok=True)
@@ -692,20 +583,22 @@ class Trainer:
             raise ValueError(f"out {self.out} is a file, not a directory; choose another --out.") from None
         except NotADirectoryError:
             raise ValueError(f"out {self.out} lies under a file; choose another --out.") from None
+        except PermissionError:
+            raise ReadOnlyRunError(f"out {self.out} cannot be created (permission denied); choose a writable "
+                                   f"--out.") from None
         if not self.out.is_dir():
             raise ValueError(f"out {self.out} is not a directory; choose another --out.")
 
     def _clear_for_restart(self) -> None:
-        """``restart``: remove the run's files, unless they belong to a run of another configuration."""
-        meta_path = self.out / "meta.json"
-        try:
-            old = load_run(self.out).config if meta_path.is_file() else None
-        except CorruptRunError:
-            old = None                                  # a damaged meta.json: restarting is what it needs
-        if old and old != self.config.identity():
-            raise RunConfigError(f"{self.out} holds a run of another configuration; --restart only starts over a "
-                                 f"run of the same configuration. Choose another --out or delete that directory.")
-        for name in ("meta.json", "history.json", "logits.npz", "checkpoint.pt"):
+        """``restart``: remove the run's files when they are a run of this configuration written by calib (its
+        readable ``meta.json`` or, that one damaged, its checkpoint says so) or a lone damaged ``meta.json``;
+        refuse otherwise, deleting nothing (:func:`calib.runs.run_owner`)."""
+        owner, why = runs.run_owner(self.out, self.config.identity())
+        if owner not in ("same", "none"):
+            raise RunConfigError(f"{why}; --restart only starts over a run of this configuration written by calib "
+                                 f"train, and deletes nothing else. Choose another --out, or move that directory "
+                                 f"away yourself.")
+        for name in runs.RUN_FILES:
             (self.out / name).unlink(missing_ok=True)
 
     def _run(self, state: str, discard: tuple) -> Run:
@@ -713,15 +606,7 @@ class Trainer:
         if state == "resume":
             self.load_checkpoint()
         cfg = self.config
-        deterministic = self.device.type == "cpu"
-        previous = torch.are_deterministic_algorithms_enabled()
-        if deterministic:
-            torch.use_deterministic_algorithms(True)
-        elif self.device.type == "cuda":
-            torch.backends.cudnn.benchmark = True
-            torch.backends.cuda.matmul.allow_tf32 = True
-            torch.backends.cudnn.allow_tf32 = True
-        _write_json(self.out / "meta.json", self._meta(finished=False))
+        runs.write_json(self.out / runs.META, self._meta(finished=False))
         epoch_bar = batch_bar = None
         if self.progress:
             from tqdm.auto import tqdm
@@ -750,7 +635,7 @@ class Trainer:
                 self.epoch = epoch
                 self.wall_time += time.perf_counter() - start
                 self.save_checkpoint()
-                _write_json(self.out / "history.json", self.history)
+                runs.write_json(self.out / runs.HISTORY, self.history)
                 if batch_bar is not None:
                     batch_bar.close()
                 if epoch_bar is not None:
@@ -758,14 +643,12 @@ class Trainer:
                     epoch_bar.set_postfix(loss=f"{train_loss:.4f}", test_acc=f"{record['test']['accuracy']:.3f}",
                                           test_ece=f"{record['test']['ece']:.3f}")
             self._final_logits()
-            _write_json(self.out / "meta.json", self._meta(finished=True))
+            runs.write_json(self.out / runs.META, self._meta(finished=True, discarded=discard))
             for name in discard:
                 (self.out / name).unlink(missing_ok=True)
         finally:
             if epoch_bar is not None:
                 epoch_bar.close()
-            if deterministic:
-                torch.use_deterministic_algorithms(previous)
         return load_run(self.out)
 
 
@@ -800,202 +683,31 @@ def config_from_meta(path) -> TrainConfig:
     """
     path = Path(path)
     if path.is_dir():
-        path = path / "meta.json"
+        path = path / runs.META
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist; pass the meta.json of a run directory (RUN/meta.json).")
-    try:
-        meta = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path} is not valid JSON ({exc}); pass the meta.json that `calib train` wrote.") from None
-    config = meta.get("config") if isinstance(meta, dict) else None
+    meta = runs.read_json_object(path, fix="pass the meta.json that `calib train` wrote, or restore this one")
+    config = meta.get("config")
     if not isinstance(config, dict):
-        raise ValueError(f"{path} has no 'config' object; pass the meta.json that `calib train` wrote.")
-    known = {f.name for f in dataclasses.fields(TrainConfig)}
-    unknown = sorted(set(config) - known)
+        raise CorruptRunError(f"{path} has no 'config' object; pass the meta.json that `calib train` wrote.")
+    fields_ = {f.name: f for f in dataclasses.fields(TrainConfig)}
+    unknown = sorted(set(config) - set(fields_))
     if unknown:
-        raise ValueError(f"{path}: config fields {unknown} are not fields of TrainConfig (a run written by another "
-                         f"version of calib?); remove them or upgrade calib.")
-    fields_ = dict(config)
-    if fields_.get("milestones") is not None:
-        fields_["milestones"] = tuple(fields_["milestones"])
+        raise CorruptRunError(f"{path}: config fields {unknown} are not fields of TrainConfig (a run written by "
+                              f"another version of calib?); remove them or upgrade calib.")
+    required = [name for name, f in fields_.items() if f.default is dataclasses.MISSING]
+    missing = [name for name in required if name not in config]
+    if missing:
+        raise CorruptRunError(f"{path}: the config lacks {', '.join(missing)} (every run records {', '.join(required)}"
+                              f"); the file is damaged or was not written by calib train. Restore it.")
+    values = dict(config)
     if "diagnostics" in meta:
-        fields_["diagnostics"] = meta["diagnostics"]
-    return TrainConfig(**fields_)
-
-
-# ---------------------------------------------------------------- App. B: the linear model, full batch
-
-def logistic_gradient_descent(x, y, gamma=0.0, lr: float = 0.5, iterations: int = 20000, record_every: int = 100,
-                              w0=None) -> dict:
-    r"""Full-batch gradient descent on bias-free logistic regression ``p = sigma(w . x)`` with cross-entropy
-    (gamma = 0) or focal loss (Mukhoti et al. 2020, App. B), for several problems at once.
-
-    The gradient of the focal loss with respect to the logit z is ``g(p_t, gamma)`` times that of
-    cross-entropy, ``sigma(z) - y`` (Prop. 1, exact for any parameter), where ``p_t`` is the probability of
-    the true label and ``g`` is :func:`calib.focal.gradient.gradient_factor` (computed from the logit); the step is
-    ``w <- w - lr * mean_i g_i (sigma(z_i) - y_i) x_i``.
-
-    Parameters
-    ----------
-    x : array_like, shape (N, d) or (R, N, d)
-        Inputs of one problem or of R problems of the same size (e.g. noise levels x losses).
-    y : array_like of {0, 1}, shape (N,) or (R, N)
-    gamma : float or array_like, shape (R,)
-        Focal parameter of each problem (0: cross-entropy).
-    lr : float
-        Step size (the paper does not give it).
-    iterations : int
-    record_every : int
-        Record ``w`` every this many iterations (and at 0 and the end).
-    w0 : array_like, shape (d,) or (R, d), optional
-        Starting weights; zero by default.
-
-    Returns
-    -------
-    dict
-        ``iteration`` (T,), ``w`` (R, T, d) (or (T, d) for one problem), ``weight_norm``, ``logit_norm``
-        (the mean ``|z_i|`` over the training points) and ``gradient_norm`` (of the risk) with the same leading
-        shape, and ``final_w``.
-    """
-    from scipy.special import expit
-
-    from calib.focal._numerics import gradient_factor_of_logit
-
-    x = np.asarray(to_numpy(x, "x"), dtype=np.float64)
-    single = x.ndim == 2
-    if single:
-        x = x[None]
-    if x.ndim != 3:
-        raise ValueError(f"x must have shape (N, d) or (R, N, d); got {x.shape}.")
-    r, n, d = x.shape
-    y = np.asarray(to_numpy(y, "y"), dtype=np.float64).reshape(r, n)
-    if not np.isin(y, (0, 1)).all():
-        raise ValueError("y must hold binary labels 0 and 1.")
-    gamma = np.broadcast_to(np.asarray(gamma, dtype=np.float64), (r,)).reshape(r, 1)
-    lr = check_positive(lr, "lr")
-    iterations = check_int(iterations, "iterations")
-    record_every = check_int(record_every, "record_every")
-    w = np.zeros((r, d)) if w0 is None else np.broadcast_to(np.asarray(w0, dtype=np.float64), (r, d)).copy()
-    sign = 2 * y - 1
-    steps = set(range(0, iterations + 1, record_every)) | {iterations}
-    recorded, grads = [], []
-    for t in range(iterations + 1):
-        z = np.matmul(x, w[:, :, None])[:, :, 0]
-        dz = gradient_factor_of_logit(sign * z, gamma) * (expit(z) - y)
-        grad = np.matmul(dz[:, None, :], x)[:, 0, :] / n
-        if t in steps:
-            recorded.append(w.copy())
-            grads.append(np.linalg.norm(grad, axis=1))
-        if t == iterations:
-            break
-        w -= lr * grad
-    steps = sorted(steps)
-    ws = np.stack(recorded, axis=1)                                    # (R, T, d)
-    logit_norm = np.abs(np.einsum("rnd,rtd->rtn", x, ws)).mean(axis=2)
-    out = {"iteration": np.array(steps), "w": ws, "weight_norm": np.linalg.norm(ws, axis=2),
-           "logit_norm": logit_norm, "gradient_norm": np.stack(grads, axis=1), "final_w": ws[:, -1]}
-    if single:
-        out = {k: (v[0] if k != "iteration" else v) for k, v in out.items()}
-    return out
-
-
-# ------------------------------------------------------------------------------------ the minimal loop
-
-def _as_tensor(a, name: str, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    if isinstance(a, torch.Tensor):
-        return a.detach().to(device=device, dtype=dtype)
-    return torch.as_tensor(np.ascontiguousarray(to_numpy(a, name)), dtype=dtype, device=device)
-
-
-def train_classifier(model: torch.nn.Module, x, y, loss, epochs: int, lr: float, batch_size: int | None = None,
-                     seed: int = 0, device: str = "cpu", progress: bool = True, optimizer: str = "adam",
-                     momentum: float = 0.9, weight_decay: float = 0.0):
-    """Fit ``model`` to (x, y) by minimising ``loss`` for a number of epochs.
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-        Maps x (N, ...) to logits (N, K); trained in place.
-    x : array_like or torch.Tensor
-        Inputs (converted to float32).
-    y : array_like or torch.Tensor
-        Integer class labels, shape (N,).
-    loss : callable or str
-        ``loss(logits, targets) -> scalar tensor`` (mean over the batch), or a name for
-        :func:`calib.losses.registry.get_loss`.
-    epochs : int
-        Passes over the data.
-    lr : float
-        Learning rate.
-    batch_size : int, optional
-        Mini-batch size (the data are reshuffled every epoch); None: full-batch, one step per epoch.
-    seed : int
-        Seed of the shuffling (a private torch generator; the global random state is not touched).
-    device : str
-        ``"cpu"``, ``"cuda"``, ``"auto"`` (see :func:`resolve_device`).
-    progress : bool
-        Show a tqdm progress bar over the epochs.
-    optimizer : {"adam", "sgd"}
-        Adam (default betas) or SGD with ``momentum``.
-    momentum, weight_decay : float
-        Optimizer settings (momentum only for SGD).
-
-    Returns
-    -------
-    model : torch.nn.Module
-        The trained model (the same object), in eval mode, on ``device``.
-    history : list of float
-        The mean training loss of each epoch (averaged over its mini-batches, weighted by their size;
-        computed during the epoch, before each step).
-    """
-    from calib.losses import get_loss
-
-    epochs = check_int(epochs, "epochs")
-    lr = check_positive(lr, "lr")
-    check_choice(optimizer, "optimizer", OPTIMIZERS)
-    loss_fn = get_loss(loss) if isinstance(loss, str) else loss
-    if not callable(loss_fn):
-        raise ValueError(f"loss must be a callable (logits, targets) -> scalar tensor or a loss name; got {loss!r}.")
-    dev = resolve_device(device)
-    xt = _as_tensor(x, "x", torch.float32, dev)
-    yt = _as_tensor(y, "y", torch.long, dev)
-    if yt.ndim != 1 or yt.shape[0] != xt.shape[0]:
-        raise ValueError(f"y must have shape ({xt.shape[0]},), one label per row of x; got {tuple(yt.shape)}.")
-    n = xt.shape[0]
-    if batch_size is not None:
-        batch_size = min(check_int(batch_size, "batch_size"), n)
-    model.to(dev).train()
-    params = [p for p in model.parameters() if p.requires_grad]
-    if optimizer == "adam":
-        opt = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
-    else:
-        opt = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
-    gen = torch.Generator(device="cpu").manual_seed(int(seed))
-    history: list[float] = []
-    epoch_iter = range(epochs)
-    if progress:
-        from tqdm.auto import tqdm
-
-        epoch_iter = tqdm(epoch_iter, desc="training", unit="epoch", leave=False)
-    for _ in epoch_iter:
-        if batch_size is None:
-            batches = [None]
-        else:
-            order = torch.randperm(n, generator=gen).to(dev)
-            batches = torch.split(order, batch_size)
-        total = 0.0
-        for idx in batches:
-            xb, yb = (xt, yt) if idx is None else (xt[idx], yt[idx])
-            opt.zero_grad(set_to_none=True)
-            value = loss_fn(model(xb), yb)
-            if not torch.isfinite(value):
-                raise FloatingPointError(f"the training loss became {value.item()} at epoch {len(history) + 1}; "
-                                         f"lower the learning rate.")
-            value.backward()
-            opt.step()
-            total += value.item() * yb.shape[0]
-        history.append(total / n)
-        if progress:
-            epoch_iter.set_postfix(loss=f"{history[-1]:.4f}")
-    model.eval()
-    return model, history
+        values["diagnostics"] = meta["diagnostics"]
+    config = TrainConfig(**values)
+    try:
+        config.check_numbers()
+    except ValueError as exc:
+        raise CorruptRunError(f"{path}: {exc} The file is damaged or was not written by calib train.") from None
+    if config.milestones is not None:
+        config = dataclasses.replace(config, milestones=tuple(config.milestones))
+    return config

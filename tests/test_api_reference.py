@@ -30,8 +30,9 @@ API = ROOT / "book" / "api"
 PUBLIC_MODULES = [
     "calib.metrics", "calib.posthoc", "calib.losses.functional", "calib.losses.batch", "calib.losses.registry",
     "calib.focal.gradient", "calib.focal.schedules", "calib.focal.optimum", "calib.focal.calibration_map",
-    "calib.soft_binning", "calib.stats", "calib.simulate", "calib.selective", "calib.data", "calib.models",
-    "calib.train", "calib.experiments", "calib.plots", "calib.symbolic", "calib.published", "calib.cli",
+    "calib.soft_binning", "calib.stats", "calib.simulate", "calib.selective", "calib.data", "calib.toy_data",
+    "calib.dataset_files", "calib.models", "calib.small_training", "calib.train", "calib.runs", "calib.experiments",
+    "calib.plots", "calib.symbolic", "calib.published", "calib.cli",
 ]
 #: The modules of the book's machinery (book/calib_book) the machinery page documents: all but the answer key,
 #: which no page of the student site may render (autodoc would show its values, viewcode its source).

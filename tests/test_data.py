@@ -15,7 +15,7 @@ from scipy.integrate import trapezoid
 from scipy.io import savemat
 from scipy.stats import norm
 
-from calib import data
+from calib import data, dataset_files
 from calib.data import (THREE_CLASS_1D, DatasetNotFoundError, TensorLoader, gaussian_1d_joint, gaussian_1d_posterior,
                         load_cifar, load_dataset, load_fashion_mnist, load_svhn, make_gaussian_1d, make_linear_toy,
                         read_cifar_archive, read_idx, read_svhn_mat, validation_split)
@@ -220,12 +220,12 @@ def test_fashion_mnist_from_the_cache_with_the_papers_style_split(tmp_path, monk
 
 def test_missing_fashion_mnist_without_network_says_how_to_install(tmp_path, monkeypatch):
     monkeypatch.setenv("CALIB_DATA", str(tmp_path / "empty"))
-    monkeypatch.setattr(data, "DEBIAN_FASHION_MNIST", tmp_path / "no-debian")
+    monkeypatch.setattr(dataset_files, "DEBIAN_FASHION_MNIST", tmp_path / "no-debian")
 
     def no_network(url, timeout=None):
         raise urllib.error.URLError("Temporary failure in name resolution")
 
-    monkeypatch.setattr(data.urllib.request, "urlopen", no_network)
+    monkeypatch.setattr(dataset_files.urllib.request, "urlopen", no_network)
     with pytest.raises(DatasetNotFoundError) as err:
         load_dataset("fashion-mnist")
     msg = str(err.value)
@@ -246,8 +246,8 @@ def test_download_checks_the_published_md5(tmp_path, monkeypatch):
         payload[name] = buf.getvalue()
     sources = {"svhn": {name: (f"http://example.invalid/{name}", hashlib.md5(raw).hexdigest())
                         for name, raw in payload.items()}}
-    monkeypatch.setattr(data, "SOURCES", sources)
-    monkeypatch.setattr(data.urllib.request, "urlopen", lambda url, timeout=None: io.BytesIO(payload[url.rsplit("/", 1)[1]]))
+    monkeypatch.setattr(dataset_files, "SOURCES", sources)
+    monkeypatch.setattr(dataset_files.urllib.request, "urlopen", lambda url, timeout=None: io.BytesIO(payload[url.rsplit("/", 1)[1]]))
     x_tr, y_tr, x_te, y_te = load_svhn()
     assert x_tr.shape == (5, 3, 32, 32) and (y_tr == 0).all() and len(y_te) == 3
     assert (tmp_path / "svhn" / "train_32x32.mat").is_file()

@@ -148,13 +148,13 @@ def test_train_needs_its_flags_or_a_meta(tmp_path, capsys):
 def test_sweep_skips_a_run_another_process_is_training(tiny_fashion, tmp_path):
     """Two sweeps of one grid (say on two machines sharing the store) do not collide: a run whose directory is
     locked is skipped, said so, and left to its owner."""
-    from calib.train import _RunLock
+    from calib.runs import RunLock
 
     grid = load_grid(write_grid(tmp_path / "g"))
     busy = grid.runs[1]
     busy.out.mkdir(parents=True)
     lines = []
-    with _RunLock(busy.out):                                     # another worker holds this run
+    with RunLock(busy.out):                                     # another worker holds this run
         runs = sweep(grid, progress=False, log=lines.append)
     assert len(runs) == 3 and busy.out not in {r.out for r in runs} and not busy.finished
     assert any(f"{busy.model}/{busy.loss}/seed{busy.seed}: being trained by another process, skipped" in line
@@ -261,8 +261,9 @@ def test_cheapest_stored_run_retrains_to_its_logits(tmp_path):
     with (the tests pin torch's CPU kernels to AVX2, calib._reproducible; float32 kernels round differently under
     AVX2 and AVX-512, and SGD amplifies it); elsewhere (an ARM CPU, CALIB_CPU_ISA=native) to the run's test
     accuracy (0.5 points) and NLL (3 %), far inside the spread between seeds."""
-    from calib.train import _cpu_capability
+    from calib._reproducible import cpu_kernel_setting
 
+    capability = cpu_kernel_setting()["capability"]
     runs = load_store(STORE)
     cheapest = min(runs, key=lambda r: r.meta["wall_time_s"])
     threads = torch.get_num_threads()
@@ -275,11 +276,11 @@ def test_cheapest_stored_run_retrains_to_its_logits(tmp_path):
     assert rerun.meta["config"] == cheapest.meta["config"]
     np.testing.assert_array_equal(fresh["test_labels"], stored["test_labels"])
     # the CPU grid was trained before metas recorded it, with AVX2 kernels (it retrains bit for bit under them)
-    if cheapest.meta.get("cpu_capability", "AVX2") == _cpu_capability():
+    if cheapest.meta.get("cpu_capability", "AVX2") == capability:
         assert np.max(np.abs(fresh["test_logits"] - stored["test_logits"])) < 1e-4
     else:
         print(f"stored run trained under {cheapest.meta.get('cpu_capability', 'an unrecorded instruction set')}, "
-              f"this CPU runs {_cpu_capability()}: comparing accuracy and NLL")
+              f"this CPU runs {capability}: comparing accuracy and NLL")
         y = stored["test_labels"]
         acc = [float((a["test_logits"].argmax(1) == y).mean()) for a in (fresh, stored)]
         nll = [metrics.nll(softmax(a["test_logits"].astype(np.float64), axis=1), y) for a in (fresh, stored)]
@@ -355,3 +356,61 @@ def test_run_path_and_matching_run(tmp_path):
     assert run is not None and run.out == path and run.config["lr"] == 0.1     # tuples compared as lists
     assert matching_run(path, {**recipe, "epochs": 20}) is None                 # another recipe
     assert matching_run(path, {**recipe, "data": "cifar10"}) is None            # a key the run does not record
+
+
+# ------------------------------------------------------------------------------ issue 24: grids read strictly
+
+@pytest.mark.parametrize("edit, message", [
+    # 7: a loss table's secondary_weight without a secondary loss trained and was ignored
+    (lambda t: t.replace('losses = ["ce", {', 'losses = ["ce", {label = "ce-w", loss = "ce", secondary_weight = 0.5}, {'),
+     "run small-cnn-w4/ce-w/seed0: secondary_weight=0.5 needs a secondary loss"),
+    # 9: seeds that are not distinct integers, a loss table's seed and model
+    (lambda t: t.replace("seeds = [0, 1]", "seeds = [1.7]"), "'seeds' must hold integers in \\[0, 4294967295\\]; got 1.7"),
+    (lambda t: t.replace("seeds = [0, 1]", "seeds = [0, 0]"), "'seeds' lists \\[0\\] more than once"),
+    (lambda t: t.replace('loss = "ce", secondary', 'loss = "ce", seed = 5, secondary'), "sets seed, which a loss table"),
+    (lambda t: t.replace('loss = "ce", secondary', 'loss = "ce", model = "small-cnn", secondary'),
+     "sets model, which a loss table"),
+    # 10: numeric grid keys are range-checked
+    (lambda t: t.replace("lr = 0.05", "lr = 0.05\nmomentum = 5"), "seed0: momentum must lie in \\[0, 1\\); got 5"),
+    (lambda t: t.replace("epochs = 2", "epochs = 0"), "epochs must be an integer >= 1; got 0"),
+    (lambda t: t.replace("batch_size = 64", "batch_size = -3"), "batch_size must be an integer >= 1"),
+    # 14, 15, 20, 21: wrong types named, not a traceback
+    (lambda t: t.replace("epochs = 2", "epochs = 2\nmilestones = 5"), "milestones must be a list of epochs"),
+    (lambda t: "store = 5\n" + t, "'store' must be a string"),
+    (lambda t: "train = 3\n" + t.replace("[train]", "[other]"), "unknown keys \\['other'\\]"),
+    (lambda t: t.split("[train]")[0] + "train = 3\n", "'train' must be a table"),
+    (lambda t: 'discard = "checkpoint.pt"\n' + t, "'discard' must be a list of file names"),
+    (lambda t: t.replace("seeds = [0, 1]", 'seeds = ["a"]'), "'seeds' must hold integers .*; got 'a'"),
+])
+def test_grid_keys_and_types_are_checked_when_read(tmp_path, edit, message):
+    path = write_grid(tmp_path / "g", edit(TINY_GRID))
+    with pytest.raises(ValueError, match=message) as exc:
+        load_grid(path)
+    assert str(exc.value).startswith(str(path))
+
+
+def _finished_store(tiny_fashion, tmp_path):
+    grid = load_grid(write_grid(tmp_path / "g", TINY_GRID.replace("seeds = [0, 1]", "seeds = [0]").replace(
+        "epochs = 2", "epochs = 1")))
+    grid.runs = grid.runs[:1]
+    sweep(grid, progress=False, log=lambda line: None)
+    return grid
+
+
+def test_a_damaged_store_names_the_file_and_the_fix(tiny_fashion, tmp_path, capsys):
+    """Issue 24, 11, 18, 19: a garbage logits.npz was reported as done by `calib sweep` and `--evaluate` suggested
+    allow_pickle; a damaged meta.json in the store gave a bare JSONDecodeError."""
+    grid = _finished_store(tiny_fashion, tmp_path)
+    run = grid.runs[0]
+    good = (run.out / "logits.npz").read_bytes()
+    (run.out / "logits.npz").write_bytes(b"garbage" * 64)
+    assert cli.main(["sweep", str(grid.path), "--only", "ce/seed0", "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert f"{run.out / 'logits.npz'} is damaged" in err and "allow_pickle" not in err and "--restart" in err
+    with pytest.raises(ValueError, match=f"{run.out / 'logits.npz'} is damaged.*delete"):
+        load_store(grid.store)
+    (run.out / "logits.npz").write_bytes(good)
+    assert len(load_store(grid.store)) == 1
+    (run.out / "meta.json").write_text('{"finished": tru')
+    with pytest.raises(ValueError, match=f"{run.out / 'meta.json'} is not valid JSON.*calib sweep"):
+        load_store(grid.store)

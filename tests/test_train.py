@@ -192,7 +192,7 @@ def test_bad_names_list_the_valid_ones(tmp_path, capsys):
 def test_missing_fashion_mnist_through_the_command_line(tmp_path, monkeypatch, capsys):
     import urllib.error
 
-    import calib.data as data
+    import calib.dataset_files as data
 
     monkeypatch.setenv("CALIB_DATA", str(tmp_path / "empty"))
     monkeypatch.setattr(data, "DEBIAN_FASHION_MNIST", tmp_path / "none")
@@ -427,7 +427,7 @@ def test_a_full_disk_is_reported_as_such_and_the_last_epoch_is_kept(tiny_fashion
     become DiskFullError naming the directory, and the previous checkpoint stays intact."""
     import errno
 
-    import calib.train as train_module
+    import calib.runs as runs_module
 
     out = tmp_path / "run"
     trainer = Trainer(TrainConfig(**{**TINY, "epochs": 3}), out, progress=False)
@@ -442,7 +442,7 @@ def test_a_full_disk_is_reported_as_such_and_the_last_epoch_is_kept(tiny_fashion
         return real_save(obj, path, *a, **k)
 
     monkeypatch.setattr(torch, "save", failing_save)
-    monkeypatch.setattr(train_module.shutil, "disk_usage", lambda p: type("U", (), {"free": 1024})())
+    monkeypatch.setattr(runs_module.shutil, "disk_usage", lambda p: type("U", (), {"free": 1024})())
     with pytest.raises(DiskFullError, match=f"no space left on the device of {out} while writing checkpoint.pt"):
         trainer.run()
     assert torch.load(out / "checkpoint.pt", weights_only=False)["epoch"] == 1
@@ -453,4 +453,71 @@ def test_a_full_disk_is_reported_as_such_and_the_last_epoch_is_kept(tiny_fashion
 
     monkeypatch.setattr(Path, "write_text", no_space)
     with pytest.raises(DiskFullError, match="meta.json"):
-        train_module._write_json(out / "meta.json", {"x": 1})
+        runs_module.write_json(out / "meta.json", {"x": 1})
+
+
+# -------------------------------------------------------------------------- issue 24: calib train's flags
+
+_BASE = ["train", "--data", "fashion-mnist", "--model", "small-cnn-w4", "--loss", "ce", "--epochs", "2",
+         "--no-progress"]
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--momentum", "5"], "--momentum: momentum must lie in [0, 1); got 5"),       # trained to accuracy 0.11, rc 0
+    (["--lr", "0"], "--lr: lr must be > 0"), (["--lr", "nan"], "--lr: lr must be a finite number"),
+    (["--weight-decay", "-1"], "--weight-decay: weight_decay must be >= 0"),
+    (["--lr-decay", "2"], "--lr-decay: lr_decay must lie in (0, 1]"),
+    (["--batch-size", "0"], "--batch-size: batch_size must be an integer >= 1"),
+    (["--seed", "-1"], "--seed: seed must be an integer >= 0"),
+    (["--seed", str(2 ** 32)], "--seed: seed must be at most 4294967295"),
+    (["--pool", "0"], "--pool: pool must be an integer >= 1"),
+    (["--train-subset", "0"], "--train-subset: train_subset must be an integer >= 1"),
+    (["--grad-clip", "-2"], "--grad-clip: grad_clip must be > 0"),
+    (["--secondary", "sb-ece", "--secondary-weight", "0"], "--secondary-weight: secondary_weight must be > 0"),
+    (["--milestones", "2", "1"], "--milestones: milestones must be increasing epochs in [1, epochs=2]"),
+    (["--milestones", "5"], "--milestones: milestones must be increasing epochs in [1, epochs=2]; got [5]"),
+])
+def test_every_numeric_flag_is_range_checked(tmp_path, capsys, flags, message):
+    """Issue 24, 10: out-of-range numbers trained (or failed deep inside torch); now one line naming the flag,
+    before anything is read or written."""
+    out = tmp_path / "run"
+    rc, err = _cli([*_BASE, "--out", str(out), *flags])
+    assert rc == 1 and message in err and err.count("\n") == 1, err
+    assert not out.exists()
+
+
+def _stored_meta(tmp_path, config):
+    path = tmp_path / "stored" / "meta.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"config": config, "versions": {}}))
+    return path
+
+
+def test_from_meta_refuses_flags_that_would_change_the_run(tmp_path):
+    """Issue 24, 8: `--from-meta base/meta.json --loss fl-3 --epochs 9` trained the stored config and ignored
+    both flags."""
+    config = TrainConfig(**TINY).identity()
+    meta = _stored_meta(tmp_path, config)
+    rc, err = _cli(["train", "--from-meta", str(meta), "--loss", "fl-3", "--epochs", "9", "--out",
+                    str(tmp_path / "o"), "--no-progress"])
+    assert rc == 1 and f"--loss, --epochs cannot be combined with --from-meta {meta}" in err, err
+    from calib.cli import _parser, _train_config
+
+    args = _parser().parse_args(["train", "--from-meta", str(meta), "--device", "cpu", "--diagnostics", "eval",
+                                 "--out", "x"])
+    assert _train_config(args) == TrainConfig(**{**config, "device": "cpu", "diagnostics": "eval"})
+
+
+@pytest.mark.parametrize("content, message", [
+    ({"config": {}}, "the config lacks data, model, loss, epochs"),                                    # 13
+    ({"config": {k: v for k, v in TrainConfig(**TINY).identity().items() if k != "loss"}}, "the config lacks loss"),
+    ({"config": {**TrainConfig(**TINY).identity(), "milestones": 5}}, "milestones must be a list of epochs"),  # 14
+    (b"\xff\xfe{\x00", "is not valid JSON (UnicodeDecodeError"),                                        # 17
+])
+def test_a_broken_from_meta_names_the_file(tmp_path, content, message):
+    """Issue 24, 13, 14, 17: a meta.json without loss, with an empty config or with `"milestones": 5` ended in a
+    TypeError; a non-UTF-8 one in a UnicodeDecodeError traceback."""
+    meta = tmp_path / "meta.json"
+    meta.write_bytes(content if isinstance(content, bytes) else json.dumps(content).encode())
+    rc, err = _cli(["train", "--from-meta", str(meta), "--out", str(tmp_path / "o"), "--no-progress"])
+    assert rc == 1 and err.startswith(f"calib: error: {meta}") and message in err and err.count("\n") == 1, err

@@ -1,0 +1,268 @@
+"""The run directory (calib.runs) and what `calib train` may do to one: atomic writes with a temporary per
+writer, a named error for each damaged file, --restart that deletes only its own run, resume only under the
+instruction set a run began with, and the torch flags a run sets restored afterwards."""
+
+import errno
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from calib import cli, runs
+from calib.runs import CorruptRunError, ReadOnlyRunError, RunConfigError, read_json_object, read_logits, run_owner
+from calib.train import TrainConfig, train, torch_flags
+
+torch.set_num_threads(1)
+ROOT = Path(__file__).resolve().parent.parent
+TINY = dict(data="fashion-mnist", model="small-cnn-w4", loss="ce", epochs=1, seed=3, batch_size=64, lr=0.05,
+            train_subset=384, val_subset=64, test_subset=128)
+
+
+def _cli(argv, capsys):
+    rc = cli.main(argv)
+    return rc, capsys.readouterr().err
+
+
+def _logits(n=6, k=3):
+    rng = np.random.default_rng(0)
+    return {"val_logits": rng.normal(size=(n, k)).astype(np.float32), "val_labels": np.arange(n) % k,
+            "test_logits": rng.normal(size=(n, k)).astype(np.float32), "test_labels": np.arange(n) % k}
+
+
+# ------------------------------------------------------------------------------------------------- the files
+
+def test_concurrent_writers_never_share_a_temporary(tmp_path):
+    """Each writer writes through a temporary of its own: 4 threads x 50 writes of one file raise nothing, and the
+    file is always one writer's whole text (a shared `.meta.json.tmp<pid>` lost writes before)."""
+    target, errors = tmp_path / "meta.json", []
+
+    def writer(i):
+        try:
+            for j in range(50):
+                runs.write_json(target, {"writer": i, "n": j, "pad": "x" * 5000})
+        except Exception as exc:                         # noqa: BLE001 (collected, asserted below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert json.loads(target.read_text())["n"] == 49 and not list(tmp_path.glob(".*.tmp*"))
+
+
+def test_logits_round_trip_and_every_damage_is_named(tmp_path):
+    path = tmp_path / "logits.npz"
+    arrays = _logits()
+    runs.write_logits(path, arrays)
+    got = read_logits(path)
+    for k in runs.LOGIT_KEYS:
+        np.testing.assert_array_equal(got[k], arrays[k])
+    assert read_logits(path, check_only=True) == {}
+    damages = {"garbage": lambda: path.write_bytes(b"\x00garbage" * 50),
+               "a pickle": lambda: path.write_bytes(pickle.dumps({"val_logits": 1})),
+               "an object array": lambda: np.savez(open(path, "wb"), **{**arrays, "val_logits": np.array([{}, 1])}),
+               "a missing key": lambda: np.savez(open(path, "wb"), val_logits=arrays["val_logits"]),
+               "labels out of range": lambda: np.savez(open(path, "wb"), **{**arrays, "test_labels": arrays["test_labels"] + 7})}
+    for what, damage in damages.items():
+        damage()
+        with pytest.raises(CorruptRunError) as exc:
+            read_logits(path)
+        message = str(exc.value)
+        assert message.startswith(f"{path} is damaged") and "--restart" in message and "delete" in message, what
+        assert "allow_pickle" not in message, what
+
+
+def test_json_damage_names_the_file(tmp_path):
+    path = tmp_path / "meta.json"
+    for data, what in ((b"\xff\xfe{", "is not valid JSON (UnicodeDecodeError"), (b"{", "is not valid JSON"),
+                       (b"[1]", "holds a JSON list")):
+        path.write_bytes(data)
+        with pytest.raises(CorruptRunError) as exc:
+            read_json_object(path)
+        assert str(exc.value).startswith(f"{path} {what}")
+
+
+def test_run_owner(tmp_path):
+    ident = {"loss": "ce"}
+    out = tmp_path / "r"
+    out.mkdir()
+    assert run_owner(out, ident)[0] == "none"
+    (out / "meta.json").write_text("{")
+    assert run_owner(out, ident)[0] == "same"                  # a lone damaged meta.json: nothing to lose
+    (out / "history.json").write_text("{}")
+    assert run_owner(out, ident)[0] == "unknown"               # whose history is this? nobody can tell
+    (out / "meta.json").write_text(json.dumps({"config": {"loss": "fl-3"}, "versions": {}}))
+    assert run_owner(out, ident)[0] == "other"
+    (out / "meta.json").write_text(json.dumps({"config": ident, "versions": {}}))
+    assert run_owner(out, ident)[0] == "same"
+    (out / "meta.json").write_text(json.dumps({"experiment": "mine"}))
+    assert run_owner(out, ident)[0] == "unknown"
+
+
+def test_an_unwritable_directory_is_named_not_a_temporary(tmp_path):
+    """Issue 24, 23: a read-only --out named `.meta.json.tmp<pid>`; now the directory and the fix."""
+    def denied(tmp):
+        raise PermissionError(errno.EACCES, "Permission denied", str(tmp))
+
+    with pytest.raises(ReadOnlyRunError) as exc:
+        runs.write_atomic(tmp_path / "meta.json", denied)
+    assert f"cannot write meta.json into {tmp_path}" in str(exc.value) and ".tmp" not in str(exc.value)
+
+
+def test_a_read_only_out_is_refused_before_training(tiny_fashion, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "ro"
+    out.mkdir()
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: False if Path(p) == out else real_access(p, mode))
+    rc, err = _cli(["train", *_flags(TINY), "--out", str(out), "--no-progress"], capsys)
+    assert rc == 1 and f"out {out} is not writable; choose a writable --out" in err and ".tmp" not in err
+
+
+# ----------------------------------------------------------------------------------------- restart and resume
+
+def _flags(cfg):
+    return ["--data", cfg["data"], "--model", cfg["model"], "--loss", cfg["loss"], "--epochs", str(cfg["epochs"]),
+            "--seed", str(cfg["seed"]), "--batch-size", str(cfg["batch_size"]), "--lr", str(cfg["lr"]),
+            "--train-subset", str(cfg["train_subset"]), "--val-subset", str(cfg["val_subset"]),
+            "--test-subset", str(cfg["test_subset"])]
+
+
+def test_restart_does_not_delete_a_meta_json_calib_did_not_write(tmp_path, capsys):
+    """Issue 24, 2: --restart deleted another program's meta.json and the history.json beside it."""
+    out = tmp_path / "experiment"
+    out.mkdir()
+    (out / "meta.json").write_text('{"experiment": "not calib"}')
+    (out / "history.json").write_text('{"mine": 1}')
+    rc, err = _cli(["train", *_flags(TINY), "--out", str(out), "--restart", "--no-progress"], capsys)
+    assert rc == 1 and "was not written by calib train" in err and "deletes nothing else" in err
+    assert (out / "meta.json").read_text() == '{"experiment": "not calib"}'
+    assert (out / "history.json").read_text() == '{"mine": 1}'
+
+
+def test_a_damaged_meta_beside_another_run_is_not_restarted_away(tiny_fashion, tmp_path, capsys):
+    """Issue 24, 3: a damaged meta.json beside another configuration's checkpoint and logits: the resume error
+    advised --restart, which deleted the other run. Now it advises another --out, and --restart refuses."""
+    out = tmp_path / "run"
+    train(TrainConfig(**{**TINY, "loss": "fl-3"}), out, progress=False)
+    (out / "meta.json").write_text("{ damaged")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    rc, err = _cli(["train", *_flags(TINY), "--out", str(out), "--resume", "--no-progress"], capsys)
+    assert rc == 1 and f"{out / 'meta.json'} is not valid JSON" in err
+    assert "choose another --out" in err and "checkpoint.pt is of another configuration" in err
+    assert "start the run over with --restart" not in err
+    rc, err = _cli(["train", *_flags(TINY), "--out", str(out), "--restart", "--no-progress"], capsys)
+    assert rc == 1 and "deletes nothing else" in err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    # the same configuration's checkpoint proves the run is this one: --restart may start it over
+    rc, err = _cli(["train", *_flags({**TINY, "loss": "fl-3"}), "--out", str(out), "--restart", "--no-progress"],
+                   capsys)
+    assert rc == 0, err
+    assert json.loads((out / "meta.json").read_text())["finished"]
+
+
+def test_a_finished_run_with_garbage_logits_is_not_done(tiny_fashion, tmp_path):
+    """Issue 24, 11: calib train reported a finished run whose logits.npz is garbage as done."""
+    out = tmp_path / "run"
+    train(TrainConfig(**TINY), out, progress=False)
+    (out / "logits.npz").write_bytes(b"garbage" * 100)
+    with pytest.raises(CorruptRunError, match=f"{out / 'logits.npz'} is damaged.*--restart"):
+        train(TrainConfig(**TINY), out, progress=False)
+    run = train(TrainConfig(**TINY), out, progress=False, restart=True)
+    assert run.logits()["test_logits"].shape == (128, 10)
+
+
+def test_resume_across_cpu_instruction_sets_is_refused(tiny_fashion, tmp_path):
+    """Issue 24, 4: a run begun with CALIB_CPU_ISA=native, interrupted (a real Ctrl-C after its first epoch) and
+    resumed under the default (AVX2) silently mixed two instruction sets (logits up to 2.33 apart). Now the
+    setting is recorded at the start and the resume refused, naming both; under the run's own setting it
+    resumes."""
+    cfg = {**TINY, "epochs": 20, "train_subset": 5600}
+    out = tmp_path / "run"
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("CALIB_CPU_ISA", "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA")}
+    base.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    native = {**base, "CALIB_CPU_ISA": "native"}
+    args = [sys.executable, "-m", "calib", "train", *_flags(cfg), "--out", str(out), "--no-progress"]
+    proc = subprocess.Popen(args, env=native, cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    history = out / "history.json"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if history.is_file() and json.loads(history.read_text())["epochs"]:
+                break
+        except (json.JSONDecodeError, KeyError):
+            pass
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["cpu_kernels"]["CALIB_CPU_ISA"] == "native" and meta["cpu_kernels"]["ATEN_CPU_CAPABILITY"] is None
+    resumed = subprocess.run([*args, "--resume"], env=base, cwd=str(tmp_path), capture_output=True, text=True)
+    assert resumed.returncode == 1 and "was begun with torch's CPU kernels on" in resumed.stderr
+    assert "CALIB_CPU_ISA=native" in resumed.stderr and "ATEN_CPU_CAPABILITY=avx2" in resumed.stderr
+    assert json.loads((out / "meta.json").read_text()) == meta                    # nothing was touched
+    resumed = subprocess.run([*args, "--resume"], env=native, cwd=str(tmp_path), capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert json.loads((out / "meta.json").read_text())["finished"]
+
+
+# ------------------------------------------------------------------------------------------------ torch flags
+
+def test_torch_flags_are_restored_after_a_run(tiny_fashion, tmp_path):
+    """Issue 31: a run set cuDNN autotuning and TF32 (CUDA) or deterministic algorithms (CPU) for the whole
+    process and never restored them."""
+    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
+    before = (torch.are_deterministic_algorithms_enabled(), cudnn.benchmark, matmul.allow_tf32, cudnn.allow_tf32)
+    assert before[0] is False
+    with torch_flags("cuda"):
+        assert (cudnn.benchmark, matmul.allow_tf32, cudnn.allow_tf32) == (True, True, True)
+    assert (torch.are_deterministic_algorithms_enabled(), cudnn.benchmark, matmul.allow_tf32,
+            cudnn.allow_tf32) == before
+    with pytest.raises(KeyError):
+        with torch_flags("cpu"):
+            assert torch.are_deterministic_algorithms_enabled()
+            raise KeyError("an error inside a run")
+    assert torch.are_deterministic_algorithms_enabled() is False
+    train(TrainConfig(**TINY), tmp_path / "run", progress=False)                  # a real run on the CPU
+    assert (torch.are_deterministic_algorithms_enabled(), cudnn.benchmark, matmul.allow_tf32,
+            cudnn.allow_tf32) == before
+
+
+def test_a_lock_taken_on_a_lock_file_removed_meanwhile_is_taken_again(tmp_path, monkeypatch):
+    """The holder before us removes the lock file as it releases it; a process that opened that file before the
+    removal and locks it afterwards must not believe it holds the run (a third process would lock a new file at
+    the same path, and two writers would run at once)."""
+    import calib.runs as runs
+
+    path = tmp_path / runs.RunLock.NAME
+    path.write_text("pid 1")
+    stale = os.open(path, os.O_RDWR)             # opened before the previous holder removed the file ...
+    path.unlink()                                # ... which it then removed as it released its lock
+    real_open, calls = os.open, []
+
+    def open_stale_first(*args, **kwargs):
+        calls.append(args[0])
+        return stale if len(calls) == 1 else real_open(*args, **kwargs)
+
+    monkeypatch.setattr(runs.os, "open", open_stale_first)
+    lock = runs.RunLock(tmp_path).__enter__()
+    monkeypatch.setattr(runs.os, "open", real_open)
+    try:
+        assert len(calls) == 2 and path.is_file()              # it noticed, and locked the file at the path
+        with pytest.raises(runs.RunLockedError, match="being written by another calib train"):
+            runs.RunLock(tmp_path).__enter__()                   # so a third process is refused
+    finally:
+        lock.release(remove=True)
