@@ -36,7 +36,7 @@ from calib._validate import (
     check_length,
     check_positive,
 )
-from calib.focal._numerics import check_gamma
+from calib.focal.numerics import check_gamma
 
 __all__ = [
     "DUAL_FOCAL_VARIANTS",

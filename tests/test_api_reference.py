@@ -28,6 +28,7 @@ API = ROOT / "book" / "api"
 PUBLIC_MODULES = [
     "calib.metrics", "calib.posthoc", "calib.losses.functional", "calib.losses.batch", "calib.losses.registry",
     "calib.focal.gradient", "calib.focal.schedules", "calib.focal.optimum", "calib.focal.calibration_map",
+    "calib.focal.numerics",
     "calib.soft_binning", "calib.stats", "calib.simulate", "calib.selective", "calib.data", "calib.models",
     "calib.train", "calib.experiments", "calib.plots", "calib.claims", "calib.symbolic", "calib.published",
     "calib.notebook", "calib.pages", "calib.book", "calib.browser", "calib.exercises", "calib.exercise_answers",
