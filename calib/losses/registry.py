@@ -105,6 +105,7 @@ class RegisteredLoss(torch.nn.Module):
         return super().__getattr__(attribute)
 
     def extra_repr(self) -> str:
+        """Its name and options, for ``repr(loss)``: ``RegisteredLoss('focal_loss_gamma_3', gamma=3.0)``."""
         return ", ".join([repr(self.__name__)] + [f"{k}={v!r}" for k, v in self.options.items()])
 
 
@@ -134,6 +135,7 @@ class CombinedLoss(torch.nn.Module):
             self.primary.set_epoch(epoch, total_epochs)
 
     def extra_repr(self) -> str:
+        """The weight, for ``repr(loss)`` (the two terms are printed as its submodules when they are modules)."""
         return f"weight={self.weight!r}"
 
 
