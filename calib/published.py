@@ -544,8 +544,10 @@ _ZHOU2025_GRIDS = {
     "ecea_ts": ("App. Table 4", "ECEa", "post-T", "value"),
     "ecea_ts_acc": ("App. Table 4", "Accuracy", "post-T", "value"),
     "ecea_T": ("App. Table 4", "ECEa", "post-T", "temperature"),
-    "metamis": ("App. Table 4", "ECEa", "MetaMis", "value"), "metamis_acc": ("App. Table 4", "Accuracy", "MetaMis", "value"),
-    "metaacc": ("App. Table 4", "ECEa", "MetaAcc", "value"), "metaacc_acc": ("App. Table 4", "Accuracy", "MetaAcc", "value"),
+    "metamis": ("App. Table 4", "ECEa", "MetaMis", "value"),
+    "metamis_acc": ("App. Table 4", "Accuracy", "MetaMis", "value"),
+    "metaacc": ("App. Table 4", "ECEa", "MetaAcc", "value"),
+    "metaacc_acc": ("App. Table 4", "Accuracy", "MetaAcc", "value"),
 }
 #: Each (10,) array: (table, method, metric).
 _ZHOU2025_ROWS_OF = {"gamma_dual": ("App. Table 2", "Dual", "γ"), "gamma_ifl": ("App. Table 2", "Inv. FL", "γ"),

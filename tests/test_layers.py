@@ -103,7 +103,8 @@ def upward_imports(root: Path = ROOT) -> list:
 
 
 def test_every_module_is_in_the_layer_table():
-    assert {_top(m) for m in _imports()} - set(_layers()) == set(), "add the module to the layer list of calib/__init__.py"
+    missing = {_top(m) for m in _imports()} - set(_layers())
+    assert missing == set(), "add the module to the layer list of calib/__init__.py"
 
 
 def test_imports_only_go_down_or_sideways():
@@ -156,8 +157,9 @@ def test_the_checks_can_fail(tmp_path):
         "focal/__init__.py": "", "focal/_numerics.py": "", "focal/gradient.py": "from calib.focal._numerics import r\n",
         "focal/optimum.py": "def f():\n    import calib.train\n",
         "losses/__init__.py": "", "losses/_common.py": "", "losses/functional.py": "",
-        "losses/batch.py": "from calib.losses.functional import _reduce, focal_loss\nfrom calib.losses._common import x\n"
-                           "from calib._validate import check\nfrom calib.focal import _numerics\n",
+        "losses/batch.py": ("from calib.losses.functional import _reduce, focal_loss\n"
+                            "from calib.losses._common import x\nfrom calib._validate import check\n"
+                            "from calib.focal import _numerics\n"),
         "posthoc.py": "from calib.focal._numerics import check_gamma\n",
     }
     for name, text in files.items():
@@ -182,8 +184,9 @@ def test_the_table_is_read():
 def test_every_module_imports_under_python_OO():
     """Issue 24, item 28: under ``python -OO`` docstrings are None, and ``import calib.losses`` raised TypeError
     where one was appended to. One interpreter imports every module of calib and lists those that fail."""
-    code = ("import importlib, sys\nbad = []\nfor name in sys.argv[1:]:\n    try:\n        importlib.import_module(name)\n"
-            "    except Exception as exc:\n        bad.append(f'{name}: {type(exc).__name__}: {exc}')\nprint(bad)\n")
+    code = ("import importlib, sys\nbad = []\nfor name in sys.argv[1:]:\n    try:\n"
+            "        importlib.import_module(name)\n    except Exception as exc:\n"
+            "        bad.append(f'{name}: {type(exc).__name__}: {exc}')\nprint(bad)\n")
     done = subprocess.run([sys.executable, "-OO", "-c", code, *_modules()], cwd=ROOT.parent, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
