@@ -7,7 +7,7 @@ checks it against this list; DESIGN.md has the plan this follows):
   that runs retrain bit for bit on any x86 machine), ``calib.symbolic`` (sympy derivations the chapters display),
   ``calib.focal`` (the focal family as numpy functions, a package: ``gradient`` g, thresholds and gamma*;
   ``schedules`` FLSD; ``optimum`` the focal risk and its minimiser; ``calibration_map`` Psi^gamma and the TS
-  bounds; ``_numerics`` the kernels they share), ``calib.stats`` (seed-level and paired-bootstrap intervals, and
+  bounds; ``numerics`` the kernels they share), ``calib.stats`` (seed-level and paired-bootstrap intervals, and
   the rule that turns them into a verdict)
 - layer 1: ``calib.metrics`` (calibration, accuracy and selective-classification metrics),
   ``calib.soft_binning`` (soft bin membership, SB-ECE and soft uncertainty in numpy, Karandikar et al. 2021),

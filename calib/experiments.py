@@ -437,9 +437,14 @@ METRICS = ("accuracy", "ece", "adaece", "ece_em_l2", "classwise_ece", "mce", "nl
 
 
 def loss_gamma(loss: str) -> float | None:
-    """The fixed gamma of a focal-loss label (``"fl-3"`` -> 3.0), or None for any other loss."""
-    match = re.fullmatch(r"fl-(\d+(?:\.\d+)?)", loss)
-    return float(match.group(1)) if match else None
+    """The fixed gamma of a focal-loss label (``"fl-3"`` -> 3.0), or None for any other loss or a label that
+    names no loss; the loss registry decides (:func:`calib.losses.registry.focal_gamma`)."""
+    from calib.losses import focal_gamma
+
+    try:
+        return focal_gamma(loss)
+    except ValueError:                            # a grid's own label ("ce-w") is no loss name: no gamma
+        return None
 
 
 @dataclass

@@ -22,7 +22,7 @@ from calib import metrics
 from calib._validate import (as_float_array, as_logits_labels, as_scores, check_choice, check_int, check_positive,
                              n_threads)
 from calib.focal import focal_map
-from calib.focal._numerics import check_gamma, log1p_gamma_r_negative, log_one_minus_r, r_top
+from calib.focal.numerics import check_gamma, log1p_gamma_r_negative, log_one_minus_r, r_top
 
 #: Mukhoti et al. (2020)'s temperature grid, 0.1, 0.2, ..., 10.0 (official code, ``temperature_scaling.py``).
 #:

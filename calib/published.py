@@ -518,3 +518,76 @@ def majority_verdict(decisions) -> str:
     if sum(v == "not-reproduced" for v in verdicts) * 2 > len(verdicts):
         return "not-reproduced"
     return "inconclusive"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Zhou et al. (2025)'s tables as arrays (chapter 09), read from book/data/published/zhou2025.csv.
+# ---------------------------------------------------------------------------------------------------------------
+
+__all__ += ["ZHOU2025_ROWS", "ZHOU2025_METHODS", "ZHOU2025_NU", "zhou2025_tables"]
+
+#: The rows of Zhou et al. (2025)'s tables (dataset / model), in the printed order.
+ZHOU2025_ROWS = ("CIFAR-10/ResNet50", "CIFAR-10/ResNet110", "CIFAR-10/WRN", "CIFAR-10/PreResNet56",
+                 "CIFAR-100/ResNet50", "CIFAR-100/ResNet110", "CIFAR-100/WRN", "CIFAR-100/PreResNet56",
+                 "Tiny-ImageNet/ViT-Small", "Tiny-ImageNet/Swin-Tiny")
+#: The columns (methods), in the printed order; ``"AU"`` is the paper's AU_{P_{X_tau}} loss.
+ZHOU2025_METHODS = ("XE", "FL-53", "Inv.FL", "Dual", "KDE-XE", "AURC", "AU")
+#: nu of the AU loss for each row of :data:`ZHOU2025_ROWS` (App. E.2's text, not a table, so not in the CSV).
+ZHOU2025_NU = (0.1, 0.1, 0.1, 0.1, 0.01, 0.01, 0.1, 0.01, 0.05, 0.1)
+
+#: Each (10, 7) array of :func:`zhou2025_tables`: (table, metric, stage, the column of the CSV it takes).
+_ZHOU2025_GRIDS = {
+    "acc": ("Table 1", "Accuracy", "", "value"), "ece": ("Table 1", "ECE", "", "value"),
+    "cwece": ("Table 2", "cwECE", "pre-T", "value"), "cwece_ts": ("Table 2", "cwECE", "post-T", "value"),
+    "T": ("Table 2", "cwECE", "post-T", "temperature"),
+    "ecea": ("App. Table 4", "ECEa", "pre-T", "value"), "ecea_acc": ("App. Table 4", "Accuracy", "pre-T", "value"),
+    "ecea_ts": ("App. Table 4", "ECEa", "post-T", "value"),
+    "ecea_ts_acc": ("App. Table 4", "Accuracy", "post-T", "value"),
+    "ecea_T": ("App. Table 4", "ECEa", "post-T", "temperature"),
+    "metamis": ("App. Table 4", "ECEa", "MetaMis", "value"),
+    "metamis_acc": ("App. Table 4", "Accuracy", "MetaMis", "value"),
+    "metaacc": ("App. Table 4", "ECEa", "MetaAcc", "value"),
+    "metaacc_acc": ("App. Table 4", "Accuracy", "MetaAcc", "value"),
+}
+#: Each (10,) array: (table, method, metric).
+_ZHOU2025_ROWS_OF = {"gamma_dual": ("App. Table 2", "Dual", "γ"), "gamma_ifl": ("App. Table 2", "Inv. FL", "γ"),
+                     "kappa": ("App. Table 3", "AU_{P_{X_τ}}", "low confidence coverage")}
+
+
+def zhou2025_tables(root=None) -> dict:
+    """Zhou et al. (2025)'s result tables as read-only numpy arrays: rows :data:`ZHOU2025_ROWS`, columns
+    :data:`ZHOU2025_METHODS`; calibration errors x 100 and accuracies in %, as printed.
+
+    Keys (shape (10, 7)): Table 1 ``acc``, ``ece``; Table 2 ``cwece``, ``cwece_ts``, ``T`` (the temperatures);
+    App. Table 4 ``ecea``, ``ecea_acc``, ``ecea_ts``, ``ecea_ts_acc``, ``ecea_T``, ``metamis``, ``metamis_acc``,
+    ``metaacc``, ``metaacc_acc``. Keys (shape (10,)): App. Table 2 ``gamma_dual``, ``gamma_ifl``, App. Table 3
+    ``kappa``, and App. E.2's ``nu`` (:data:`ZHOU2025_NU`). Read from ``book/data/published/zhou2025.csv``
+    (:func:`read_published`); a cell missing or given twice there is a ValueError naming the file.
+    """
+    import numpy as np
+
+    path = published_dir(root) / "zhou2025.csv"
+    row_of = {label_key(r): i for i, r in enumerate(ZHOU2025_ROWS)}
+    col_of = {label_key(m): j for j, m in enumerate(ZHOU2025_METHODS)} | {label_key("AU_{P_{X_τ}}"): 6}
+    out = {key: np.full((len(ZHOU2025_ROWS), len(ZHOU2025_METHODS)), np.nan) for key in _ZHOU2025_GRIDS}
+    out |= {key: np.full(len(ZHOU2025_ROWS), np.nan) for key in _ZHOU2025_ROWS_OF}
+    filled = set()
+    for r in read_published("zhou2025", root):
+        i = row_of[label_key(f"{r['dataset']}/{r['model']}")]
+        where = [(key, (i, col_of[label_key(r["method"])]), field)
+                 for key, (table, metric, stage, field) in _ZHOU2025_GRIDS.items()
+                 if (r["table"], r["metric"], r["stage"]) == (table, metric, stage)]
+        where += [(key, (i,), "value") for key, spec in _ZHOU2025_ROWS_OF.items()
+                  if (r["table"], r["method"], r["metric"]) == spec]
+        for key, cell, field in where:
+            if (key, cell) in filled:
+                raise ValueError(f"{path}: {key} {ZHOU2025_ROWS[i]} is given twice; keep one row per printed cell.")
+            filled.add((key, cell))
+            out[key][cell] = r[field]
+    for key, values in out.items():
+        if np.isnan(values).any():
+            raise ValueError(f"{path}: {key} lacks {int(np.isnan(values).sum())} cell(s); restore the file from git.")
+    out["nu"] = np.array(ZHOU2025_NU)
+    for values in out.values():
+        values.flags.writeable = False
+    return out

@@ -71,7 +71,7 @@ def logistic_gradient_descent(x, y, gamma=0.0, lr: float = 0.5, iterations: int 
     """
     from scipy.special import expit
 
-    from calib.focal._numerics import gradient_factor_of_logit
+    from calib.focal.numerics import gradient_factor_of_logit
 
     x = np.asarray(to_numpy(x, "x"), dtype=np.float64)
     single = x.ndim == 2

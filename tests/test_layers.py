@@ -1,8 +1,12 @@
-"""calib's layers, as its package docstring states them: every import goes to the same or a lower layer, the
-modules import each other without cycles, and every module of calib is in the table."""
+"""calib's layers, as its package docstring states them: every import of every module, submodules of packages
+included (``calib.focal.gradient``, ``calib.losses.batch``), goes to the same or a lower layer, the modules import
+each other without cycles, every module of calib is in the table, no private name crosses its boundary, and
+every module imports under ``python -OO``."""
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import calib
@@ -26,54 +30,163 @@ def _top(module: str) -> str:
     return ".".join(module.split(".")[:2])
 
 
-def _imports() -> dict[str, set[str]]:
-    """Top-level module -> the calib top-level modules it imports (anywhere in its files, also inside functions)."""
-    out: dict[str, set[str]] = {}
-    for path in ROOT.rglob("*.py"):
-        rel = path.relative_to(ROOT.parent).with_suffix("")
+def _modules(root: Path = ROOT) -> dict[str, Path]:
+    """Every module under ``root`` (a ``calib`` folder) by dotted name (a package by its own name), but the
+    package root and ``__main__``."""
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).with_suffix("")
         if rel.parts[-1] == "__init__":
             rel = rel.parent
         module = ".".join(rel.parts)
-        if module in ("calib", "calib.__main__"):
-            continue
-        deps = out.setdefault(_top(module), set())
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module else
-                     [a.name for a in node.names] if isinstance(node, ast.Import) else [])
-            if isinstance(node, ast.ImportFrom) and node.module == "calib":
-                names = [f"calib.{a.name}" for a in node.names]
-            deps.update(_top(n) for n in names if n.startswith("calib.") and _top(n) != _top(module))
+        if module not in ("calib", "calib.__main__"):
+            out[module] = path
     return out
 
 
+def _is_module(dotted: str, root: Path) -> bool:
+    path = root.parent.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def _import_statements(path: Path, root: Path) -> list[tuple[str, str]]:
+    """``(module, name)`` for every import of a calib module in ``path`` (anywhere, also inside functions):
+    ``name`` is "" for ``import calib.x``; ``from calib import x`` gives ``("calib.x", "")``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(a.name, "") for a in node.names if a.name.startswith("calib.")]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "calib":
+                found += [(f"calib.{a.name}", "") for a in node.names]
+            elif node.module.startswith("calib."):
+                for a in node.names:
+                    dotted = f"{node.module}.{a.name}"
+                    found.append((dotted, "") if _is_module(dotted, root) else (node.module, a.name))
+    return found
+
+
+def _imports(root: Path = ROOT) -> dict[str, set[str]]:
+    """Module (submodules included) -> the other calib modules it imports."""
+    return {module: {m for m, _ in _import_statements(path, root) if m != module}
+            for module, path in _modules(root).items()}
+
+
+def _is_private(part: str) -> bool:
+    return part.startswith("_") and not part.startswith("__")
+
+
+def private_imports(root: Path = ROOT) -> list[str]:
+    """Every import of a private name across its boundary: a private module (``calib.focal._numerics``) from
+    outside the package that holds it (``calib.focal``), a private function or constant (``_reduce``) from any
+    other module."""
+    problems = []
+    for module, path in _modules(root).items():
+        for target, name in _import_statements(path, root):
+            parts = target.split(".")
+            for i, part in enumerate(parts[1:], start=1):
+                owner = ".".join(parts[:i])
+                if _is_private(part) and not (module + ".").startswith(owner + "."):
+                    problems.append(f"{module} imports the private module {target} from outside {owner}")
+                    break
+            if name and _is_private(name):
+                problems.append(f"{module} imports the private name {name} of {target}")
+    return list(dict.fromkeys(problems))
+
+
+def upward_imports(root: Path = ROOT) -> list:
+    """(module, import, its layer, the import's layer) for every import of a higher layer; a submodule has the
+    layer of its top-level module."""
+    layers = _layers()
+    return [(m, d, layers[_top(m)], layers[_top(d)]) for m, deps in _imports(root).items() for d in deps
+            if layers[_top(d)] > layers[_top(m)]]
+
+
 def test_every_module_is_in_the_layer_table():
-    assert set(_imports()) - set(_layers()) == set(), "add the module to the layer list of calib/__init__.py"
+    missing = {_top(m) for m in _imports()} - set(_layers())
+    assert missing == set(), "add the module to the layer list of calib/__init__.py"
 
 
 def test_imports_only_go_down_or_sideways():
-    layers = _layers()
-    upward = [(m, d, layers[m], layers[d]) for m, deps in _imports().items() for d in deps if layers[d] > layers[m]]
-    assert upward == [], f"imports from a higher layer (module, import, its layer, the import's layer): {upward}"
+    assert upward_imports() == [], "imports from a higher layer (module, import, its layer, the import's layer)"
 
 
-def test_no_import_cycles():
-    graph = _imports()
+def _cycle(graph: dict[str, set[str]]) -> list | None:
+    """An import cycle of ``graph`` (module -> modules it imports) as a path, or None."""
     state: dict[str, int] = {}
 
     def visit(node, path):
         state[node] = 1
-        for dep in graph.get(node, ()):
+        for dep in sorted(graph.get(node, ())):
             if state.get(dep) == 1:
-                raise AssertionError(f"import cycle: {' -> '.join(path + [node, dep])}")
-            if dep not in state:
-                visit(dep, path + [node])
+                return path + [node, dep]
+            found = visit(dep, path + [node]) if dep not in state else None
+            if found:
+                return found
         state[node] = 2
+        return None
 
-    for node in graph:
-        if node not in state:
-            visit(node, [])
+    for node in sorted(graph):
+        found = visit(node, []) if node not in state else None
+        if found:
+            return found
+    return None
+
+
+def test_no_import_cycles():
+    """No cycle among the top-level modules, nor among the submodules of a package."""
+    modules = _imports()
+    tops: dict[str, set[str]] = {}
+    for m, deps in modules.items():
+        tops.setdefault(_top(m), set()).update(_top(d) for d in deps if _top(d) != _top(m))
+    assert _cycle(tops) is None and _cycle(modules) is None
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_no_private_name_crosses_its_boundary():
+    """Issue 31, item 4: focal._numerics was imported by losses, posthoc, selective and train, and losses.batch
+    imported three private helpers of losses.functional."""
+    assert private_imports() == []
+
+
+def test_the_checks_can_fail(tmp_path):
+    """A planted tree: a private module imported from another package, a private function imported from a
+    sibling, a submodule importing a higher layer; and what stays allowed."""
+    files = {
+        "__init__.py": "", "_validate.py": "", "train.py": "",
+        "focal/__init__.py": "", "focal/_numerics.py": "", "focal/gradient.py": "from calib.focal._numerics import r\n",
+        "focal/optimum.py": "def f():\n    import calib.train\n",
+        "losses/__init__.py": "", "losses/_common.py": "", "losses/functional.py": "",
+        "losses/batch.py": ("from calib.losses.functional import _reduce, focal_loss\n"
+                            "from calib.losses._common import x\nfrom calib._validate import check\n"
+                            "from calib.focal import _numerics\n"),
+        "posthoc.py": "from calib.focal._numerics import check_gamma\n",
+    }
+    for name, text in files.items():
+        (tmp_path / "calib" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "calib" / name).write_text(text, encoding="utf-8")
+    root = tmp_path / "calib"
+    assert private_imports(root) == [
+        "calib.losses.batch imports the private name _reduce of calib.losses.functional",
+        "calib.losses.batch imports the private module calib.focal._numerics from outside calib.focal",
+        "calib.posthoc imports the private module calib.focal._numerics from outside calib.focal"]
+    assert upward_imports(root) == [("calib.focal.optimum", "calib.train", 0, 3)]
+    assert _imports(root)["calib.losses.batch"] == {"calib.losses.functional", "calib.losses._common",
+                                                    "calib._validate", "calib.focal._numerics"}
 
 
 def test_the_table_is_read():
     layers = _layers()
     assert layers["calib._validate"] == 0 and layers["calib.cli"] == 4 and layers["calib.losses"] == 1
+    assert {"calib.focal.gradient", "calib.losses.batch", "calib.losses.registry"} <= set(_imports())
+
+
+def test_every_module_imports_under_python_OO():
+    """Issue 24, item 28: under ``python -OO`` docstrings are None, and ``import calib.losses`` raised TypeError
+    where one was appended to. One interpreter imports every module of calib and lists those that fail."""
+    code = ("import importlib, sys\nbad = []\nfor name in sys.argv[1:]:\n    try:\n"
+            "        importlib.import_module(name)\n    except Exception as exc:\n"
+            "        bad.append(f'{name}: {type(exc).__name__}: {exc}')\nprint(bad)\n")
+    done = subprocess.run([sys.executable, "-OO", "-c", code, *_modules()], cwd=ROOT.parent, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr

@@ -287,18 +287,70 @@ def test_brute_force_refuses_large_n():
         selective.sup_binned_brute_force(np.full((9, 2), 0.5), np.zeros(9, dtype=int))
 
 
+def test_paper_tables_are_the_numbers_once_transcribed_in_selective():
+    """Issue 31, item 3: the tables were held twice, as strings in selective.py and in zhou2025.csv. They are now
+    read from the CSV by calib.published; the digest is that of the 1,020 numbers of the old strings."""
+    import hashlib
+
+    from calib import published
+
+    t = selective.paper_tables()
+    digest = hashlib.sha256()
+    for key in sorted(t):
+        digest.update(key.encode())
+        digest.update(np.ascontiguousarray(t[key], dtype=np.float64).tobytes())
+    assert digest.hexdigest() == "c087a7a13a79f7b278a847f6be541646813874a3570df12f5e21c2bfb4e9aa5f"
+    assert sum(v.size for v in t.values()) == 1020
+    assert selective.TABLE_ROWS is published.ZHOU2025_ROWS and selective.TABLE_METHODS is published.ZHOU2025_METHODS
+    source = Path(selective.__file__).read_text(encoding="utf-8")
+    assert "94.51 93.58" not in source and "_TABLE1" not in source
+
+
+def test_a_damaged_zhou_csv_is_named(tmp_path):
+    from calib import published
+
+    folder = tmp_path / "book" / "data" / "published"
+    folder.mkdir(parents=True)
+    lines = (published.published_dir() / "zhou2025.csv").read_text(encoding="utf-8").splitlines(keepends=True)
+    (folder / "zhou2025.csv").write_text("".join(lines[:-1]), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"zhou2025\.csv: metaacc_acc lacks 1 cell"):
+        published.zhou2025_tables(tmp_path)
+    (folder / "zhou2025.csv").write_text("".join(lines + lines[-1:]), encoding="utf-8")
+    with pytest.raises(ValueError, match="given twice"):
+        published.zhou2025_tables(tmp_path)
+
+
 @pytest.mark.skipif(not PAPER_TEXT.is_file(), reason="the paper's text is not available here")
-def test_transcribed_tables_occur_in_the_paper_in_order():
+def test_tables_occur_in_the_paper_in_order():
+    """Each printed line of Tables 1, 2 and App. Table 4, rebuilt from the CSV, occurs in the paper's text in
+    order; so do App. Tables 2 and 3."""
+    from calib.published import read_published
+
     text = re.sub(r"\s+", " ", PAPER_TEXT.read_text(encoding="utf-8"))
-    for name in ("_TABLE1", "_TABLE2", "_APP_TABLE4"):
+    lines: dict[tuple, list[str]] = {}
+    for r in read_published("zhou2025"):
+        key = (r["table"], r["dataset"], r["model"], r["stage"], r["method"] if r["table"] == "App. Table 2" else "")
+        cells = lines.setdefault(key, [])
+        t = f" ({r['temperature']:.1f})" if r["temperature"] is not None else ""
+        if r["table"] == "App. Table 4" and r["metric"] == "Accuracy":
+            cells[-1] = cells[-1].replace(" (", f" [{r['value_text']}] (", 1) if "(" in cells[-1] else \
+                f"{cells[-1]} [{r['value_text']}]"
+        else:
+            cells.append(r["value_text"] + t)
+    printed: dict[str, list[str]] = {}
+    for (table, dataset, model, stage, method), cells in lines.items():
+        if table in ("App. Table 2", "App. Table 3"):
+            printed.setdefault(f"{table} {method}", []).extend(cells)
+        else:
+            printed.setdefault(table, []).append(" ".join(cells))
+    for table in ("Table 1", "Table 2", "App. Table 4"):
         position = 0
-        for line in getattr(selective, name).strip().splitlines():
-            found = text.find(line.strip(), position)
-            assert found >= 0, f"{name}: {line!r} not found after position {position}"
-            position = found + len(line.strip())
-    for row in ("5.0 4.5 2.6 4.0 5.0 6.1 3.9 4.5 1.0 1.0", "2.0 3.0 1.5 2.0 1.0 1.5 1.0 1.0 1.0 1.0",
-                "0.9 0.9 0.8 0.8 0.9 0.8 0.8 0.9 0.2 0.4"):
-        assert row in text
+        for line in printed[table]:
+            found = text.find(line, position)
+            assert found >= 0, f"{table}: {line!r} not found after position {position}"
+            position = found + len(line)
+    for key in ("App. Table 2 Dual", "App. Table 2 Inv. FL", "App. Table 3 "):
+        assert " ".join(printed[key]) in text, key
 
 
 def test_temperature_scaling_counts_from_app_table4():

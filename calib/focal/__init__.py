@@ -15,9 +15,10 @@ One module per concept; every public name is importable from ``calib.focal``:
 - :mod:`calib.focal.calibration_map`: the focal calibration map Psi^gamma (Charoenphakdee et al. 2021, Thm. 11;
   Komisarenko & Kull 2024, Eq. 1) and its comparison with temperature scaling (Komisarenko & Kull, Props. 3
   and 5, Figs. 2 and 5-7);
-- :mod:`calib.focal._numerics`: the shared kernels (r(p) and log(1 - p_top) in log space, the root solver,
-  golden-section search, the checks of gamma), used by the modules above, :mod:`calib.posthoc` and
-  :mod:`calib.train`.
+- :mod:`calib.focal.numerics`: the shared kernels (r(p) and log(1 - p_top) in log space, the root solver,
+  golden-section search, the checks of gamma), used by the modules above and, being public, by
+  :mod:`calib.losses`, :mod:`calib.posthoc`, :mod:`calib.selective` and :mod:`calib.train`; its names are
+  imported from it, not re-exported here.
 
 ``calib.focal.focal_loss`` (numpy, probabilities against a target distribution) is now :func:`focal_risk`;
 the old name still works and warns. The torch training loss is :func:`calib.losses.focal_loss`.

@@ -19,7 +19,7 @@ import numpy as np
 from scipy.special import expit, softmax
 
 from calib._validate import as_float_array, as_scores, check_finite, check_int, check_positive, to_numpy
-from calib.focal._numerics import (as_probability, check_gamma, golden_section_minimise,
+from calib.focal.numerics import (as_probability, check_gamma, golden_section_minimise,
                                    log1p_gamma_r_negative, log_gradient_factor, log_one_minus_r, r_of_logit,
                                    r_top, scalar_or_array)
 

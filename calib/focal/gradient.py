@@ -14,7 +14,7 @@ import numpy as np
 from scipy.special import expit, lambertw
 
 from calib._validate import as_float_array
-from calib.focal._numerics import (as_probability, check_gamma, log_g_logit, r_of_p, scalar_or_array,
+from calib.focal.numerics import (as_probability, check_gamma, log_g_logit, r_of_p, scalar_or_array,
                                    solve_increasing)
 
 __all__ = ["gradient_factor", "gradient_factor_dp", "threshold", "gamma_star", "lambert_gamma", "lambert_argument",

@@ -22,7 +22,7 @@ from scipy.optimize import minimize
 from scipy.special import expit, xlogy
 
 from calib._validate import as_scores, to_numpy
-from calib.focal._numerics import (as_distributions, check_gamma, log_gradient_factor, log_phi_logit,
+from calib.focal.numerics import (as_distributions, check_gamma, log_gradient_factor, log_phi_logit,
                                    scalar_or_array, solve_increasing)
 from calib.focal.gradient import gradient_factor, gradient_factor_dp
 

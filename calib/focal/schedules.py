@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from calib._validate import as_float_array
-from calib.focal._numerics import as_probability, scalar_or_array
+from calib.focal.numerics import as_probability, scalar_or_array
 from calib.focal.gradient import gamma_star, gradient_factor, threshold
 
 __all__ = ["GammaSchedule", "FLSD_53", "FLSD_53_TABLE4", "FLSD_532", "SCHEDULES", "schedule_gamma",

@@ -9,7 +9,8 @@ and their gradients stay finite when a float32 softmax saturates.
 - :mod:`calib.losses.batch`: batch statistics: the selective AURC loss (Zhou et al. 2025), SB-ECE, AvUC,
   S-AvUC (Karandikar et al. 2021) and MMCE (Kumar et al. 2018);
 - :mod:`calib.losses.registry`: one table of every loss family, from which ``get_loss("fl-3")``,
-  ``get_loss("ce", secondary="sb-ece", secondary_weight=0.5)`` and the lists of names are generated.
+  ``get_loss("ce", secondary="sb-ece", secondary_weight=0.5)`` and the lists of names are generated; the
+  losses it builds are ``torch.nn.Module`` s that pickle.
 
 Every public name is importable from ``calib.losses``. ``calib.losses.soft_binned_ece`` is now
 :func:`soft_binned_ece_loss` (logits and targets; the numpy metric on confidences is
@@ -25,8 +26,9 @@ from calib.losses.batch import (AVUC_EPS, au_weights, avuc, avuc_gs, confidence_
 from calib.losses.functional import (FLSC_SCHEDULES, EpochScheduledFocalLoss, brier_loss, confidence_scores,
                                      cross_entropy, dual_focal_loss, focal_loss, inverse_focal_loss,
                                      label_smoothing_loss, sample_dependent_focal_loss)
-from calib.losses.registry import (AURC_DEFAULTS, LOSSES, REGISTRY, SECONDARY_LOSSES, LossSpec, combined_loss,
-                                   describe_loss, get_loss, get_secondary_loss, loss_names, secondary_loss_names)
+from calib.losses.registry import (AURC_DEFAULTS, LOSSES, REGISTRY, SECONDARY_LOSSES, CombinedLoss, LossSpec,
+                                   RegisteredLoss, combined_loss, describe_loss, focal_gamma, get_loss,
+                                   get_secondary_loss, loss_names, secondary_loss_names)
 from calib.metrics import CSFS
 
 __all__ = [
@@ -35,7 +37,8 @@ __all__ = [
     "au_weights", "selective_au_loss", "soft_binned_ece_loss", "avuc", "avuc_gs", "s_avuc", "mmce",
     "confidence_incentive", "AVUC_EPS",
     "LossSpec", "REGISTRY", "LOSSES", "SECONDARY_LOSSES", "AURC_DEFAULTS", "get_loss", "get_secondary_loss",
-    "loss_names", "secondary_loss_names", "describe_loss", "combined_loss",
+    "loss_names", "secondary_loss_names", "describe_loss", "combined_loss", "focal_gamma", "RegisteredLoss",
+    "CombinedLoss",
 ]
 
 #: Old names that still work, with a DeprecationWarning: old name -> (new name, object).

@@ -23,17 +23,21 @@ import torch
 import torch.nn.functional as F
 
 from calib._validate import check_positive
-from calib.losses.functional import _check_inputs, _p_log_p, _reduce, confidence_scores
+from calib.losses._common import check_inputs, p_log_p, reduce
+from calib.losses.functional import confidence_scores
 from calib.metrics import confidence_range
 
 __all__ = ["au_weights", "selective_au_loss", "soft_binned_ece_loss", "avuc", "avuc_gs", "s_avuc", "mmce",
-           "confidence_incentive", "AVUC_EPS"]
+           "confidence_incentive", "AVUC_EPS", "check_au_args"]
 
 _CDFS = ("bins", "exact")
 
 # ----------------------------------------------------------------- Zhou et al. (2025): the selective AURC loss
 
-def _check_au_args(kappa, nu, n_bins, cdf):
+def check_au_args(kappa, nu, n_bins, cdf) -> None:
+    """Refuse options of the selective AURC loss outside their domains (:func:`au_weights` lists them), with a
+    ValueError naming the option; the registry checks a name such as ``"aurc-kappa=0.8"`` with it when it
+    builds the loss, before any batch is seen."""
     if isinstance(kappa, bool) or not isinstance(kappa, numbers.Real) or not 0 < kappa <= 1:
         raise ValueError(f"kappa (the low-confidence coverage) must be in (0, 1]; got {kappa!r}. kappa = 1 is the "
                          f"full AURC.")
@@ -103,7 +107,7 @@ def au_weights(scores: torch.Tensor, kappa: float = 0.9, nu: float = 0.1, n_bins
     torch.Tensor, shape (n,)
         Non-negative weights, in the dtype of ``scores``.
     """
-    _check_au_args(kappa, nu, n_bins, cdf)
+    check_au_args(kappa, nu, n_bins, cdf)
     if not isinstance(scores, torch.Tensor) or scores.ndim != 1 or scores.numel() == 0:
         raise ValueError("scores must be a non-empty 1-D torch tensor (one CSF value per sample).")
     n = scores.shape[0]
@@ -199,14 +203,14 @@ def selective_au_loss(logits: torch.Tensor, targets: torch.Tensor, kappa: float 
     reduction is the sum. Here the histogram and tau come from the current batch (Alg. 1), tau is a
     constant, nothing is clamped, and the loss is the batch mean.
     """
-    _check_inputs(logits, targets, reduction)
+    check_inputs(logits, targets, reduction)
     log_p = F.log_softmax(logits, dim=1).gather(1, targets.long().unsqueeze(1)).squeeze(1)
     scores = confidence_scores(logits, csf)
     rng = edges if edges is not None else confidence_range(csf, logits.shape[1])
     beta = au_weights(scores, kappa=kappa, nu=nu, n_bins=n_bins, edges=rng, cdf=cdf, normalize=normalize)
     if detach:
         beta = beta.detach()
-    return _reduce(-beta * log_p, reduction)
+    return reduce(-beta * log_p, reduction)
 
 
 
@@ -282,7 +286,7 @@ def soft_binned_ece_loss(logits: torch.Tensor, targets: torch.Tensor, n_bins: in
     details the book does not copy: centres on [1/K, 1], memberships smoothed by 1e-5, and the squared
     SB-ECE\ :sub:`lb,2` without its root.
     """
-    _check_inputs(logits, targets, "mean")
+    check_inputs(logits, targets, "mean")
     if isinstance(n_bins, bool) or not isinstance(n_bins, numbers.Integral) or n_bins < 1:
         raise ValueError(f"n_bins must be an integer >= 1; got {n_bins!r}.")
     temperature = check_positive(temperature, "temperature")
@@ -311,7 +315,7 @@ def soft_binned_ece_loss(logits: torch.Tensor, targets: torch.Tensor, n_bins: in
 def _entropy(log_p: torch.Tensor) -> torch.Tensor:
     """Shannon entropy in nats from log-probabilities, finite and differentiable at a saturated softmax and where
     a class is masked (log p = -inf: 0 log 0 = 0)."""
-    return -_p_log_p(log_p.exp(), log_p).sum(dim=1)
+    return -p_log_p(log_p.exp(), log_p).sum(dim=1)
 
 
 def _avuc_ratio(n_au, n_ic, n_ac, n_iu):
@@ -342,7 +346,7 @@ def avuc(logits: torch.Tensor, targets: torch.Tensor, kappa: float, stop_gradien
     stop_gradient : bool
         AvUC-GS.
     """
-    _check_inputs(logits, targets, "mean")
+    check_inputs(logits, targets, "mean")
     if logits.shape[1] < 2:
         raise ValueError(f"avuc needs at least 2 classes (with one, every entropy is 0); logits has K = "
                          f"{logits.shape[1]}.")
@@ -395,7 +399,7 @@ def s_avuc(logits: torch.Tensor, targets: torch.Tensor, kappa: float = 0.5, temp
     temperature : float
         T > 0; T = 1 with kappa = 1/2 makes t the identity.
     """
-    _check_inputs(logits, targets, "mean")
+    check_inputs(logits, targets, "mean")
     kappa = check_positive(kappa, "kappa")
     if kappa >= 1:
         raise ValueError(f"kappa must be in (0, 1) (a threshold on entropy / log K); got {kappa}.")
@@ -442,7 +446,7 @@ def mmce(logits: torch.Tensor, targets: torch.Tensor, bandwidth: float = 0.4, we
     weighted : bool
         MMCE_w instead of MMCE_m.
     """
-    _check_inputs(logits, targets, "mean")
+    check_inputs(logits, targets, "mean")
     bandwidth = check_positive(bandwidth, "bandwidth")
     _, r, a = _top_label(logits, targets)
     kernel = torch.exp(-(r[:, None] - r[None, :]).abs() / bandwidth)

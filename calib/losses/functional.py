@@ -21,39 +21,12 @@ import torch
 import torch.nn.functional as F
 
 from calib.focal import FLSD_53, GammaSchedule
-from calib.focal._numerics import check_gamma
+from calib.focal.numerics import check_gamma
+from calib.losses._common import check_inputs, p_log_p, reduce
 from calib.metrics import CSFS
 
 __all__ = ["cross_entropy", "focal_loss", "inverse_focal_loss", "dual_focal_loss", "sample_dependent_focal_loss",
            "EpochScheduledFocalLoss", "FLSC_SCHEDULES", "brier_loss", "label_smoothing_loss", "confidence_scores"]
-
-_REDUCTIONS = ("mean", "sum", "none")
-
-
-def _check_inputs(logits: torch.Tensor, targets: torch.Tensor, reduction: str) -> None:
-    if not isinstance(logits, torch.Tensor) or not isinstance(targets, torch.Tensor):
-        raise ValueError("logits and targets must be torch tensors; convert with torch.as_tensor(...).")
-    if logits.ndim != 2:
-        raise ValueError(f"logits must have shape (N, K); got {tuple(logits.shape)}.")
-    if targets.ndim != 1 or targets.shape[0] != logits.shape[0]:
-        raise ValueError(f"targets must have shape ({logits.shape[0]},) (one class index per row of logits); "
-                         f"got {tuple(targets.shape)}.")
-    if targets.dtype.is_floating_point or targets.dtype == torch.bool:
-        raise ValueError(f"targets has dtype {targets.dtype}; pass integer class indices (targets.long()).")
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"reduction={reduction!r} is not supported; choose one of {', '.join(map(repr, _REDUCTIONS))}.")
-    if logits.shape[0] == 0:
-        raise ValueError("logits has no rows (an empty batch): a mean over no samples is undefined; skip empty "
-                         "batches (e.g. drop_last=True, or test len(batch) before the loss).")
-    if not logits.is_floating_point():
-        raise ValueError(f"logits has dtype {logits.dtype}; pass floating-point scores (logits.float()).")
-    if targets.device.type == "cpu":               # on a GPU this would cost a sync per step: torch asserts there
-        k = logits.shape[1]
-        low, high = (int(x) for x in torch.aminmax(targets))
-        if low < 0 or high >= k:
-            raise ValueError(f"targets must lie in [0, {k}) (one index per class of logits); found "
-                             f"{low if low < 0 else high}. Check the label encoding and the number of outputs of "
-                             f"the model.")
 
 
 def _check_gamma_fits(gamma: float, dtype: torch.dtype, largest_weight_log: float | None = None) -> None:
@@ -68,15 +41,6 @@ def _check_gamma_fits(gamma: float, dtype: torch.dtype, largest_weight_log: floa
                          f"(largest {info.max:.3g}), so the loss would be inf; pass a smaller gamma or float64 logits.")
 
 
-def _reduce(values: torch.Tensor, reduction: str) -> torch.Tensor:
-    if reduction == "mean":
-        return values.mean()
-    if reduction == "sum":
-        return values.sum()
-    return values
-
-
-
 def _upcast(logits: torch.Tensor) -> torch.Tensor:
     """float16 / bfloat16 logits (e.g. from autocast) are promoted to float32 before the loss is computed."""
     return logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
@@ -87,7 +51,7 @@ def _upcast(logits: torch.Tensor) -> torch.Tensor:
 
 def cross_entropy(logits: torch.Tensor, targets: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
     """Cross-entropy ``-log softmax(logits)[y]`` (focal loss with gamma = 0); mean over the batch by default."""
-    _check_inputs(logits, targets, reduction)
+    check_inputs(logits, targets, reduction)
     return F.cross_entropy(logits, targets.long(), reduction=reduction)
 
 
@@ -120,7 +84,7 @@ def focal_loss(logits: torch.Tensor, targets: torch.Tensor, gamma, reduction: st
     is infinite for gamma < 1; the true gradient there, ``-g(1, gamma)`` times that of ``log p_y``, is 0 for
     gamma > 0, so nothing is lost.
     """
-    _check_inputs(logits, targets, reduction)
+    check_inputs(logits, targets, reduction)
     if isinstance(gamma, torch.Tensor):
         gamma = gamma.detach().to(device=logits.device, dtype=logits.dtype)
         if gamma.ndim not in (0, 1) or (gamma.ndim == 1 and gamma.shape[0] != logits.shape[0]):
@@ -137,7 +101,7 @@ def focal_loss(logits: torch.Tensor, targets: torch.Tensor, gamma, reduction: st
     positive = one_minus_p > 0
     base = torch.where(positive, one_minus_p, torch.ones_like(one_minus_p))
     weight = torch.where(positive, base ** gamma, (gamma == 0).to(log_p.dtype).expand_as(log_p))
-    return _reduce(-weight * log_p, reduction)
+    return reduce(-weight * log_p, reduction)
 
 
 
@@ -165,12 +129,12 @@ def inverse_focal_loss(logits: torch.Tensor, targets: torch.Tensor, gamma, reduc
     torch.Tensor
         A scalar (or shape (N,) for ``reduction="none"``).
     """
-    _check_inputs(logits, targets, reduction)
+    check_inputs(logits, targets, reduction)
     gamma = check_gamma(gamma, scalar=True)
     _check_gamma_fits(gamma, logits.dtype, largest_weight_log=gamma * math.log(2.0))   # (1 + p)^gamma <= 2^gamma
     log_p = F.log_softmax(logits, dim=1).gather(1, targets.long().unsqueeze(1)).squeeze(1)
     weight = torch.exp(gamma * torch.log1p(torch.exp(log_p)))  # (1 + p)^gamma
-    return _reduce(-weight * log_p, reduction)
+    return reduce(-weight * log_p, reduction)
 
 
 def dual_focal_loss(logits: torch.Tensor, targets: torch.Tensor, gamma, reduction: str = "mean") -> torch.Tensor:
@@ -207,7 +171,7 @@ def dual_focal_loss(logits: torch.Tensor, targets: torch.Tensor, gamma, reductio
     without differentiating ``x^gamma`` at 0. Ties :math:`p_c = p_y` (c != y) are not below p_y and are
     skipped, as in the code.
     """
-    _check_inputs(logits, targets, reduction)
+    check_inputs(logits, targets, reduction)
     gamma = check_gamma(gamma, scalar=True)
     _check_gamma_fits(gamma, logits.dtype)                      # the base 1 - p_y + p_j is at most 1
     log_probs = F.log_softmax(logits, dim=1)
@@ -220,16 +184,7 @@ def dual_focal_loss(logits: torch.Tensor, targets: torch.Tensor, gamma, reductio
     positive = base > 0
     safe = torch.where(positive, base, torch.ones_like(base))
     weight = torch.where(positive, safe ** gamma, torch.full_like(base, float(gamma == 0)))
-    return _reduce(-weight * log_p, reduction)
-
-
-def _p_log_p(probs: torch.Tensor, log_probs: torch.Tensor) -> torch.Tensor:
-    """p log p with 0 log 0 = 0 and a finite gradient where p = 0 (a masked class, log p = -inf).
-
-    log p is raised to -1000 where it is lower (-inf for a masked class). Below about -745, p = exp(log p) is 0
-    in every float dtype, so the product is 0 either way, and its gradient is 0 instead of 0 * inf = nan; a
-    modest bound, unlike the dtype's lowest value, keeps the chain rule's intermediate products finite."""
-    return probs * log_probs.clamp(min=-1000.0)
+    return reduce(-weight * log_p, reduction)
 
 
 def confidence_scores(logits: torch.Tensor, csf: str = "msp") -> torch.Tensor:
@@ -252,7 +207,7 @@ def confidence_scores(logits: torch.Tensor, csf: str = "msp") -> torch.Tensor:
         top = probs.topk(2, dim=1).values
         return top[:, 0] - top[:, 1]
     if csf == "negative_entropy":
-        return _p_log_p(probs, log_probs).sum(dim=1)
+        return p_log_p(probs, log_probs).sum(dim=1)
     return (probs * probs).sum(dim=1) - 1.0
 
 
@@ -282,7 +237,7 @@ def sample_dependent_focal_loss(logits: torch.Tensor, targets: torch.Tensor, sch
     schedule = FLSD_53 if schedule is None else schedule
     if not isinstance(schedule, GammaSchedule):
         raise ValueError(f"schedule must be a calib.focal.GammaSchedule (e.g. calib.focal.FLSD_532); got {schedule!r}.")
-    _check_inputs(logits, targets, reduction)
+    check_inputs(logits, targets, reduction)
     logits = _upcast(logits)
     with torch.no_grad():
         p = F.log_softmax(logits, dim=1).gather(1, targets.long().unsqueeze(1)).squeeze(1).exp()
@@ -298,7 +253,7 @@ def sample_dependent_focal_loss(logits: torch.Tensor, targets: torch.Tensor, sch
 FLSC_SCHEDULES = {"flsc-531": ((5.0, 3.0, 1.0), (100, 250), 350), "flsc-532": ((5.0, 3.0, 2.0), (100, 250), 350)}
 
 
-class EpochScheduledFocalLoss:
+class EpochScheduledFocalLoss(torch.nn.Module):
     """Focal loss whose gamma follows the training epoch (FLSc; Mukhoti et al. 2020, App. E).
 
     Call :meth:`set_epoch` at the start of every epoch (``calib.train`` does). The paper gives the switch
@@ -318,6 +273,7 @@ class EpochScheduledFocalLoss:
 
     def __init__(self, gammas=(5.0, 3.0, 1.0), boundaries=(100, 250), reference_epochs: int = 350,
                  name: str = "flsc"):
+        super().__init__()
         self.gammas = tuple(float(g) for g in check_gamma(gammas, "gammas", ndim=1))
         self.boundaries = tuple(int(b) for b in boundaries)
         if len(self.gammas) != len(self.boundaries) + 1:
@@ -343,7 +299,8 @@ class EpochScheduledFocalLoss:
         phase = sum(self.epoch > b for b in self.switch_epochs())
         return self.gammas[phase]
 
-    def __call__(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Focal loss with the gamma of the current epoch, mean over the batch."""
         return focal_loss(_upcast(logits), targets, self.gamma)
 
     def __repr__(self) -> str:
@@ -356,10 +313,10 @@ def brier_loss(logits: torch.Tensor, targets: torch.Tensor, reduction: str = "me
     Mukhoti et al. (2020), Sec. 5.1: "the squared error between the predicted softmax vector and the one-hot
     ground truth encoding"; summed over the classes as in the official ``Losses/brier_score.py``.
     """
-    _check_inputs(logits, targets, reduction)
+    check_inputs(logits, targets, reduction)
     p = F.softmax(_upcast(logits), dim=1)
     onehot = F.one_hot(targets.long(), p.shape[1]).to(p.dtype)
-    return _reduce(((p - onehot) ** 2).sum(dim=1), reduction)
+    return reduce(((p - onehot) ** 2).sum(dim=1), reduction)
 
 
 def label_smoothing_loss(logits: torch.Tensor, targets: torch.Tensor, alpha: float,
@@ -370,7 +327,7 @@ def label_smoothing_loss(logits: torch.Tensor, targets: torch.Tensor, alpha: flo
     class alpha / (K - 1). This is **not** the convention of Mueller et al. (2019) and of
     ``torch.nn.functional.cross_entropy(label_smoothing=alpha)``, which give every class alpha / K.
     """
-    _check_inputs(logits, targets, reduction)
+    check_inputs(logits, targets, reduction)
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 <= alpha < 1:
         raise ValueError(f"alpha must be a number in [0, 1); got {alpha!r}.")
     log_p = F.log_softmax(_upcast(logits), dim=1)
@@ -384,6 +341,6 @@ def label_smoothing_loss(logits: torch.Tensor, targets: torch.Tensor, alpha: flo
                          "use alpha = 0.")
     onehot = F.one_hot(targets.long(), k).to(log_p.dtype)
     smooth = (1 - alpha) * onehot + alpha * (1 - onehot) / (k - 1)
-    return _reduce(-(smooth * log_p).sum(dim=1), reduction)
+    return reduce(-(smooth * log_p).sum(dim=1), reduction)
 
 

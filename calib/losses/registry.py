@@ -7,6 +7,10 @@ generated from the table: :func:`get_loss`, :func:`get_secondary_loss`, :func:`l
 :func:`secondary_loss_names`, the lookups :data:`LOSSES` and :data:`SECONDARY_LOSSES`, :func:`describe_loss` and
 the list of names in :func:`get_loss`'s docstring. A new loss is one new row.
 
+Every loss built here is a :class:`torch.nn.Module` (a :class:`RegisteredLoss` or a :class:`CombinedLoss`)
+holding plain values and module-level functions, so that it pickles (``pickle.dumps(get_loss("fl-3"))``),
+deep-copies and prints its options; it is called as ``loss(logits, targets)``.
+
 Primary names are ``<key>`` or ``<key>-<argument>`` (``"fl-3"``: key ``fl``, argument ``3``); secondary names
 are matched whole (``"avuc-gs"``). Names are case-insensitive.
 """
@@ -22,15 +26,16 @@ from typing import Callable
 import torch
 
 from calib.focal import SCHEDULES
-from calib.focal._numerics import check_gamma
-from calib.losses.batch import _check_au_args, avuc, mmce, s_avuc, selective_au_loss, soft_binned_ece_loss
+from calib.focal.numerics import check_gamma
+from calib.losses.batch import avuc, check_au_args, mmce, s_avuc, selective_au_loss, soft_binned_ece_loss
 from calib.losses.functional import (FLSC_SCHEDULES, EpochScheduledFocalLoss, brier_loss, cross_entropy,
                                      dual_focal_loss, focal_loss, inverse_focal_loss, label_smoothing_loss,
                                      sample_dependent_focal_loss)
 from calib.metrics import CSFS
 
 __all__ = ["LossSpec", "REGISTRY", "LOSSES", "SECONDARY_LOSSES", "AURC_DEFAULTS", "get_loss", "get_secondary_loss",
-           "loss_names", "secondary_loss_names", "describe_loss", "combined_loss"]
+           "loss_names", "secondary_loss_names", "describe_loss", "combined_loss", "focal_gamma", "RegisteredLoss",
+           "CombinedLoss"]
 
 Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -54,6 +59,9 @@ class LossSpec:
     build : callable
         ``build(name, argument, **params) -> loss``: ``argument`` is the text after the key and its hyphen (None
         when absent; always None for a secondary loss), ``params`` override a secondary loss's defaults.
+    focal_gamma : bool
+        Whether the family is focal loss with one fixed gamma, the loss's ``gamma`` (so that the focal
+        calibration map Psi^gamma of the same gamma applies to its model; :func:`focal_gamma`).
     """
 
     key: str
@@ -62,6 +70,73 @@ class LossSpec:
     example: str
     summary: str
     build: Callable[..., Loss]
+    focal_gamma: bool = False
+
+
+# ------------------------------------------------------------------------------------------ the modules
+
+class RegisteredLoss(torch.nn.Module):
+    """A loss of the registry: ``function(logits, targets, **options)`` as a module.
+
+    Parameters
+    ----------
+    function : callable
+        A module-level function ``(logits, targets, **options) -> scalar tensor`` (so that the loss pickles).
+    name : str
+        Its name, also ``__name__`` (``"focal_loss_gamma_3"``).
+    doc : str
+        What it computes, with its options and the paper (its ``__doc__``).
+    **options
+        The function's keyword arguments, e.g. ``gamma=3.0``; each is also an attribute (``loss.gamma``).
+    """
+
+    def __init__(self, function: Callable, name: str, doc: str, **options):
+        super().__init__()
+        self.function, self.options, self.__name__, self.__doc__ = function, options, name, doc
+
+    def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """The loss of the batch, a scalar tensor (the mean over the batch)."""
+        return self.function(logits, targets, **self.options)
+
+    def __getattr__(self, attribute: str):
+        options = self.__dict__.get("options")
+        if options is not None and attribute in options:
+            return options[attribute]
+        return super().__getattr__(attribute)
+
+    def extra_repr(self) -> str:
+        """Its name and options, for ``repr(loss)``: ``RegisteredLoss('focal_loss_gamma_3', gamma=3.0)``."""
+        return ", ".join([repr(self.__name__)] + [f"{k}={v!r}" for k, v in self.options.items()])
+
+
+class CombinedLoss(torch.nn.Module):
+    """``primary + weight * secondary`` as a module (Karandikar et al. 2021, Sec. 5.1); see :func:`combined_loss`.
+
+    ``primary`` and ``secondary`` are kept as given (modules, or plain callables); an epoch-scheduled primary
+    (FLSc) keeps its schedule through :meth:`set_epoch`.
+    """
+
+    def __init__(self, primary: Loss, secondary: Loss, weight: float, name: str):
+        super().__init__()
+        self.primary, self.secondary, self.weight, self.__name__ = primary, secondary, weight, name
+        self.__doc__ = f"{name} (mean over the batch; the secondary is a batch statistic)."
+
+    def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """``primary(logits, targets) + weight * secondary(logits, targets)``."""
+        return self.primary(logits, targets) + self.weight * self.secondary(logits, targets)
+
+    def parts(self, logits: torch.Tensor, targets: torch.Tensor) -> tuple:
+        """Both terms, ``(primary, secondary)``, for logging."""
+        return self.primary(logits, targets), self.secondary(logits, targets)
+
+    def set_epoch(self, epoch: int, total_epochs: int | None = None) -> None:
+        """Pass the epoch on to an epoch-scheduled primary loss (FLSc); nothing for the others."""
+        if hasattr(self.primary, "set_epoch"):
+            self.primary.set_epoch(epoch, total_epochs)
+
+    def extra_repr(self) -> str:
+        """The weight, for ``repr(loss)`` (the two terms are printed as its submodules when they are modules)."""
+        return f"weight={self.weight!r}"
 
 
 # ------------------------------------------------------------------------------------------ builders
@@ -84,17 +159,7 @@ def _parse_gamma(name: str, text: str) -> float:
 
 def _build_ce(name: str, arg: str | None) -> Loss:
     _no_argument(name, arg, "ce")
-    return cross_entropy
-
-
-def _bound(function, value: float, attribute: str, name: str, doc: str) -> Loss:
-    """``function(logits, targets, value)`` as a loss of (logits, targets), with its parameter as an attribute."""
-    def loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return function(logits, targets, value)
-
-    loss.__name__, loss.__doc__ = name, doc
-    setattr(loss, attribute, value)
-    return loss
+    return RegisteredLoss(cross_entropy, "cross_entropy", "Cross-entropy -log softmax(logits)[y], mean over the batch.")
 
 
 def _gamma_family(function, label: str, prefix: str = "", doc: str = ""):
@@ -105,8 +170,8 @@ def _gamma_family(function, label: str, prefix: str = "", doc: str = ""):
             raise ValueError(f"loss {name!r}: write '{key}-{prefix}<gamma>', e.g. '{key}-{prefix}2'.")
         text = arg[len(prefix):]
         gamma = _parse_gamma(name, text)
-        return _bound(function, gamma, "gamma", f"{function.__name__}_gamma_{text}",
-                      f"{label} with gamma = {gamma:g}{doc}, mean over the batch.")
+        return RegisteredLoss(function, f"{function.__name__}_gamma_{text}",
+                              f"{label} with gamma = {gamma:g}{doc}, mean over the batch.", gamma=gamma)
     return build
 
 
@@ -115,14 +180,9 @@ def _build_flsd(name: str, arg: str | None) -> Loss:
     if key not in SCHEDULES:
         raise ValueError(f"loss {name!r}: the sample-dependent schedules are {', '.join(map(repr, SCHEDULES))}.")
     schedule = SCHEDULES[key]
-
-    def loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return sample_dependent_focal_loss(logits, targets, schedule)
-
-    loss.__name__ = key.replace("-", "_")
-    loss.__doc__ = f"{schedule.name}: focal loss with gamma {schedule.gammas} on the bins cut at {schedule.edges}."
-    loss.schedule = schedule
-    return loss
+    return RegisteredLoss(sample_dependent_focal_loss, key.replace("-", "_"),
+                          f"{schedule.name}: focal loss with gamma {schedule.gammas} on the bins cut at "
+                          f"{schedule.edges}.", schedule=schedule)
 
 
 def _build_flsc(name: str, arg: str | None) -> Loss:
@@ -135,7 +195,8 @@ def _build_flsc(name: str, arg: str | None) -> Loss:
 
 def _build_brier(name: str, arg: str | None) -> Loss:
     _no_argument(name, arg, "brier")
-    return brier_loss
+    return RegisteredLoss(brier_loss, "brier_loss", "Brier score sum_k (softmax(logits)_k - 1[k = y])^2 (Brier 1950), "
+                                                    "mean over the batch.")
 
 
 def _build_ls(name: str, arg: str | None) -> Loss:
@@ -145,8 +206,9 @@ def _build_ls(name: str, arg: str | None) -> Loss:
         alpha = None
     if alpha is None or not 0 <= alpha < 1:
         raise ValueError(f"loss {name!r}: write 'ls-<alpha>' with 0 <= alpha < 1, e.g. 'ls-0.05'.")
-    return _bound(label_smoothing_loss, alpha, "alpha", f"label_smoothing_{arg}",
-                  f"Label smoothing with alpha = {alpha:g} (Mukhoti et al.'s alpha / (K - 1)), mean over the batch.")
+    return RegisteredLoss(label_smoothing_loss, f"label_smoothing_{arg}",
+                          f"Label smoothing with alpha = {alpha:g} (Mukhoti et al.'s alpha / (K - 1)), mean over the "
+                          f"batch.", alpha=alpha)
 
 
 #: Defaults of the "aurc" loss name, the paper's CIFAR-10 setting (App. E.2, App. Table 3, kappa 0.9 or 0.8,
@@ -177,19 +239,13 @@ def _build_aurc(name: str, arg: str | None) -> Loss:
                 opts[key] = value
         except ValueError:
             raise ValueError(f"loss {name!r}: bad value {value!r} for {key}; {_AURC_HELP}.") from None
-    _check_au_args(opts["kappa"], opts["nu"], opts["bins"], opts["cdf"])
+    check_au_args(opts["kappa"], opts["nu"], opts["bins"], opts["cdf"])
     if opts["csf"] not in CSFS:
         raise ValueError(f"loss {name!r}: csf {opts['csf']!r} is not one of {', '.join(CSFS)}; {_AURC_HELP}.")
     kw = dict(kappa=opts["kappa"], nu=opts["nu"], n_bins=opts["bins"], csf=opts["csf"], cdf=opts["cdf"],
               detach=opts["detach"], normalize=opts["normalize"])
-
-    def loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return selective_au_loss(logits, targets, **kw)
-
-    loss.__name__ = "selective_au_loss"
-    loss.__doc__ = f"Selective AURC loss (Zhou et al. 2025, Eq. 17) with {kw}, mean over the batch."
-    loss.options = kw
-    return loss
+    return RegisteredLoss(selective_au_loss, "selective_au_loss",
+                          f"Selective AURC loss (Zhou et al. 2025, Eq. 17) with {kw}, mean over the batch.", **kw)
 
 
 def _build_mmce_primary(name: str, arg: str | None) -> Loss:
@@ -202,7 +258,7 @@ def _build_mmce_primary(name: str, arg: str | None) -> Loss:
     if lam is None or not 0 <= lam < float("inf"):
         raise ValueError(f"loss {name!r}: write 'mmce-<lambda>' with lambda >= 0, e.g. 'mmce-2' (cross-entropy + "
                          f"2 * MMCE_w); for MMCE alone as a secondary loss use secondary='mmce' or 'mmce-w'.")
-    loss = combined_loss(cross_entropy, _build_mmce("mmce-w", None, weighted=True), lam)
+    loss = combined_loss("ce", _build_mmce("mmce-w", None, weighted=True), lam)
     loss.__name__ = f"mmce_{arg}"
     loss.__doc__ = f"Cross-entropy + {lam:g} * MMCE_w (Kumar et al. 2018; Mukhoti et al. 2020's baseline)."
     return loss
@@ -212,34 +268,33 @@ def _build_mmce_primary(name: str, arg: str | None) -> Loss:
 
 def _build_sb_ece(name: str, arg: None, temperature: float = 0.01, n_bins: int = 15, norm: str = "l2",
                   estimator: str = "label") -> Loss:
-    def loss(logits, targets):
-        return soft_binned_ece_loss(logits, targets, n_bins=n_bins, temperature=temperature, norm=norm,
-                                    estimator=estimator)
-    loss.__doc__ = f"SB-ECE_{'lb' if estimator == 'label' else 'bin'},{norm[1]} (M = {n_bins}, T = {temperature:g})."
-    return loss
+    return RegisteredLoss(soft_binned_ece_loss, name,
+                          f"SB-ECE_{'lb' if estimator == 'label' else 'bin'},{norm[1]} (M = {n_bins}, "
+                          f"T = {temperature:g}).", n_bins=n_bins, temperature=temperature, norm=norm,
+                          estimator=estimator)
 
 
 def _build_s_avuc(name: str, arg: None, kappa: float = 0.5, temperature: float = 0.1) -> Loss:
-    def loss(logits, targets):
-        return s_avuc(logits, targets, kappa=kappa, temperature=temperature)
-    loss.__doc__ = f"S-AvUC (kappa = {kappa:g}, T = {temperature:g})."
-    return loss
+    return RegisteredLoss(s_avuc, name, f"S-AvUC (kappa = {kappa:g}, T = {temperature:g}).", kappa=kappa,
+                          temperature=temperature)
+
+
+def _avuc_of_batch(logits: torch.Tensor, targets: torch.Tensor, kappa: float | None,
+                   stop_gradient: bool) -> torch.Tensor:
+    """:func:`~calib.losses.batch.avuc` with kappa = log(K) / 2 (half the maximum entropy) when kappa is None."""
+    k = 0.5 * math.log(max(logits.shape[1], 2)) if kappa is None else kappa   # K = 1: avuc says why it fails
+    return avuc(logits, targets, kappa=k, stop_gradient=stop_gradient)
 
 
 def _build_avuc(name: str, arg: None, kappa: float | None = None, stop_gradient: bool = False) -> Loss:
-    def loss(logits, targets):
-        k = 0.5 * math.log(max(logits.shape[1], 2)) if kappa is None else kappa   # K = 1: avuc says why it fails
-        return avuc(logits, targets, kappa=k, stop_gradient=stop_gradient)
     label = "half the maximum entropy, log(K) / 2" if kappa is None else f"{kappa:g} nats"
-    loss.__doc__ = f"AvUC{'-GS' if stop_gradient else ''} (kappa = {label})."
-    return loss
+    return RegisteredLoss(_avuc_of_batch, name, f"AvUC{'-GS' if stop_gradient else ''} (kappa = {label}).",
+                          kappa=kappa, stop_gradient=stop_gradient)
 
 
 def _build_mmce(name: str, arg: None, bandwidth: float = 0.4, weighted: bool = False) -> Loss:
-    def loss(logits, targets):
-        return mmce(logits, targets, bandwidth=bandwidth, weighted=weighted)
-    loss.__doc__ = f"MMCE_{'w' if weighted else 'm'} (Laplacian kernel, width {bandwidth:g})."
-    return loss
+    return RegisteredLoss(mmce, name, f"MMCE_{'w' if weighted else 'm'} (Laplacian kernel, width {bandwidth:g}).",
+                          bandwidth=bandwidth, weighted=weighted)
 
 
 # ---------------------------------------------------------------------------------------- the table
@@ -251,7 +306,7 @@ def _build_mmce(name: str, arg: None, bandwidth: float = 0.4, weighted: bool = F
 REGISTRY: tuple[LossSpec, ...] = (
     LossSpec("ce", "primary", ("ce",), "ce", "cross-entropy", _build_ce),
     LossSpec("fl", "primary", ("fl-<gamma>",), "fl-3", "focal loss, fixed gamma >= 0 (Lin et al. 2017)",
-             _gamma_family(focal_loss, "Focal loss")),
+             _gamma_family(focal_loss, "Focal loss"), focal_gamma=True),
     LossSpec("flsd", "primary", tuple(SCHEDULES), "flsd-53",
              "sample-dependent focal loss (Mukhoti et al. 2020, Sec. 4, App. E)", _build_flsd),
     LossSpec("flsc", "primary", tuple(FLSC_SCHEDULES), "flsc-531",
@@ -327,8 +382,24 @@ def describe_loss(name: str) -> LossSpec:
     return _primary_spec(name)[0]
 
 
+def focal_gamma(name: str) -> float | None:
+    """The fixed gamma of a focal-loss name (``"fl-3"`` -> 3.0), None for any other loss of the registry.
+
+    The families whose :class:`LossSpec` has ``focal_gamma`` set are focal loss with one gamma (Lin et al.
+    2017), whose model the focal calibration map Psi^gamma of that gamma inverts (Komisarenko & Kull 2024).
+
+    Raises
+    ------
+    ValueError
+        For a name that is not a loss of the registry, as :func:`get_loss` does.
+    """
+    spec, arg = _primary_spec(name)
+    return spec.build(name, arg).gamma if spec.focal_gamma else None
+
+
 def get_loss(name: str, secondary: str | None = None, secondary_weight: float = 1.0) -> Loss:
-    """The loss called ``name``, as a callable ``(logits, targets) -> scalar tensor`` (mean over the batch).
+    """The loss called ``name``, a :class:`torch.nn.Module` called as ``loss(logits, targets) -> scalar tensor``
+    (the mean over the batch) that pickles.
 
     Parameters
     ----------
@@ -384,7 +455,8 @@ def _registry_listing() -> str:
     return "\n".join(lines)
 
 
-get_loss.__doc__ += _registry_listing()
+if get_loss.__doc__ is not None:                  # None under python -OO
+    get_loss.__doc__ += _registry_listing()
 
 
 def combined_loss(primary, secondary, weight: float = 1.0) -> Loss:
@@ -403,7 +475,7 @@ def combined_loss(primary, secondary, weight: float = 1.0) -> Loss:
 
     Returns
     -------
-    callable
+    CombinedLoss
         ``(logits, targets) -> primary + weight * secondary``, with attributes ``primary``, ``secondary``
         and ``weight``, and a method ``parts(logits, targets)`` returning both terms (for logging).
     """
@@ -414,18 +486,6 @@ def combined_loss(primary, secondary, weight: float = 1.0) -> Loss:
     sl = get_secondary_loss(secondary) if isinstance(secondary, str) else secondary
     if not callable(pl) or not callable(sl):
         raise ValueError("primary and secondary must be loss names or callables (logits, targets) -> scalar tensor.")
-
-    def loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return pl(logits, targets) + weight * sl(logits, targets)
-
-    def parts(logits: torch.Tensor, targets: torch.Tensor):
-        return pl(logits, targets), sl(logits, targets)
-
     pname = primary if isinstance(primary, str) else getattr(primary, "__name__", "primary")
     sname = secondary if isinstance(secondary, str) else getattr(secondary, "__name__", "secondary")
-    loss.__name__ = f"{pname}+{weight:g}*{sname}"
-    loss.__doc__ = f"{pname} + {weight:g} * {sname} (mean over the batch; the secondary is a batch statistic)."
-    loss.primary, loss.secondary, loss.weight, loss.parts = pl, sl, weight, parts
-    if hasattr(pl, "set_epoch"):                      # epoch-scheduled primaries (FLSc) keep their schedule
-        loss.set_epoch = pl.set_epoch
-    return loss
+    return CombinedLoss(pl, sl, weight, f"{pname}+{weight:g}*{sname}")

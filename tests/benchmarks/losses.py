@@ -7,6 +7,9 @@ gradient (standard normal times 3, labels uniform; seed 0): the loss alone, with
 table shows what a secondary loss adds to a training step on top of the primary loss. Entries:
 
 - cross-entropy (``calib.losses.cross_entropy``), the reference;
+- torch's ``F.cross_entropy`` alone and ``get_loss("ce")`` (a module): the difference to the reference is what
+  calib's input checks (shapes, target range, finite logits: one ``amax`` per row on CPU tensors, none on
+  CUDA, where it would cost a host synchronisation per step) and the module call cost a training step;
 - SB-ECE_bin,2 and SB-ECE_lb,2 (M = 15, T = 0.01): O(N M) memberships;
 - S-AvUC (kappa = 0.5, T = 0.1): O(N K), an entropy per sample;
 - AvUC (kappa = log(K) / 2): O(N K);
@@ -33,6 +36,7 @@ import statistics
 import time
 
 import torch
+import torch.nn.functional as F
 
 from calib.losses import avuc, cross_entropy, get_loss, mmce, s_avuc, soft_binned_ece_loss
 
@@ -40,6 +44,8 @@ from calib.losses import avuc, cross_entropy, get_loss, mmce, s_avuc, soft_binne
 def entries(k: int):
     return [
         ("cross-entropy", cross_entropy),
+        ("torch F.cross_entropy, unchecked", F.cross_entropy),
+        ('get_loss("ce"), a module', get_loss("ce")),
         ("SB-ECE_bin,2 (M=15, T=0.01)", lambda z, y: soft_binned_ece_loss(z, y, 15, 0.01, "l2", "bin")),
         ("SB-ECE_lb,2 (M=15, T=0.01)", lambda z, y: soft_binned_ece_loss(z, y, 15, 0.01, "l2", "label")),
         ("S-AvUC (kappa=0.5, T=0.1)", lambda z, y: s_avuc(z, y, 0.5, 0.1)),

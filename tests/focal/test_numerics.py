@@ -1,4 +1,4 @@
-"""calib.focal._numerics: the kernels that the gradient factor, the focal calibration map, focal temperature
+"""calib.focal.numerics: the kernels that the gradient factor, the focal calibration map, focal temperature
 scaling and the training diagnostics share, against mpmath; the one check of gamma; the solvers."""
 
 import mpmath as mp
@@ -8,7 +8,7 @@ import torch
 from scipy.special import expit
 
 from calib.focal import gradient_factor
-from calib.focal._numerics import (GAMMA_DOMAINS, check_gamma, golden_section_minimise, gradient_factor_of_logit,
+from calib.focal.numerics import (GAMMA_DOMAINS, check_gamma, golden_section_minimise, gradient_factor_of_logit,
                                    log1p_gamma_r_negative, log_one_minus_r, logit_terms, r_top, solve_increasing)
 
 mp.mp.dps = 50

@@ -206,3 +206,95 @@ def test_batches_that_cannot_be_scored_are_refused_by_name():
         assert get_loss(name)(z, y.int()).item() == pytest.approx(get_loss(name)(z, y).item(), rel=1e-12)
     with pytest.raises(ValueError, match="floating-point"):
         get_loss("ce")(z.long(), y)
+
+
+# ----------------------------------------------------------------------------------- losses as modules
+
+def _every_registered_loss():
+    from calib.losses import REGISTRY, get_secondary_loss
+
+    for spec in REGISTRY:
+        yield spec.example, get_loss(spec.example) if spec.kind == "primary" else get_secondary_loss(spec.example)
+    for name in EXTRA_NAMES + ("flsd-532", "ls-0.1"):
+        yield name, get_loss(name)
+    yield "ce + 0.5 sb-ece", get_loss("ce", secondary="sb-ece", secondary_weight=0.5)
+    yield "flsc-531 + avuc", get_loss("flsc-531", secondary="avuc")
+
+
+def test_every_loss_is_a_module_that_pickles_and_gives_the_same_value():
+    """Issue 31, item 5: get_loss("fl-3") could not be pickled (a closure with attributes)."""
+    import copy
+    import pickle
+
+    logits, targets = batch(n=32, k=4, seed=3)
+    for name, loss in _every_registered_loss():
+        assert isinstance(loss, torch.nn.Module), name
+        again = pickle.loads(pickle.dumps(loss))
+        assert type(again) is type(loss) and again.__name__ == loss.__name__, name
+        assert again(logits, targets).item() == loss(logits, targets).item(), name
+        assert copy.deepcopy(loss)(logits, targets).item() == loss(logits, targets).item(), name
+    fl3 = pickle.loads(pickle.dumps(get_loss("fl-3")))
+    assert fl3.gamma == 3.0 and fl3.options == {"gamma": 3.0} and "gamma=3.0" in repr(fl3)
+    flsc = get_loss("flsc-531", secondary="avuc")
+    flsc.set_epoch(300, 350)
+    assert pickle.loads(pickle.dumps(flsc)).primary.gamma == 1.0       # the epoch travels with the loss
+
+
+def test_focal_gamma_is_asked_of_the_registry():
+    from calib.losses import focal_gamma
+
+    assert focal_gamma("fl-3") == 3.0 and focal_gamma("FL-0.5") == 0.5 and focal_gamma("fl-1e-1") == 0.1
+    for other in ("ce", "flsd-53", "flsc-531", "inverse-fl-2", "dual-fl-2", "brier", "aurc", "mmce-2"):
+        assert focal_gamma(other) is None, other
+    with pytest.raises(ValueError, match="unknown loss 'focal-3'"):
+        focal_gamma("focal-3")
+
+
+def test_experiments_loss_gamma_asks_the_registry():
+    """Issue 31, item 1: experiments.loss_gamma re-parsed names with its own regex, which missed "FL-3" and
+    "fl-1e-1" (both build focal loss)."""
+    from calib.experiments import loss_gamma
+
+    assert loss_gamma("FL-3") == 3.0 and loss_gamma("fl-1e-1") == 0.1 and loss_gamma("fl-0.5") == 0.5
+    assert loss_gamma("flsd-53") is None and loss_gamma("ce-w") is None and loss_gamma("") is None
+
+
+# ------------------------------------------------------------------------------------- non-finite logits
+
+@pytest.mark.parametrize("case, match", [("nan", r"NaN in 1 row\(s\) \(first: row 2\)"),
+                                         ("+inf", r"\+inf in 1 row\(s\) \(first: row 2\)"),
+                                         ("row of -inf", r"-inf in every class in 1 row\(s\) \(first: row 2\)")])
+def test_every_loss_refuses_non_finite_logits_by_name(case, match):
+    """Issue 24, item 12: get_loss("ce") on logits with NaN, +inf or a row of all -inf returned NaN silently."""
+    from calib.losses import brier_loss, cross_entropy, focal_loss
+
+    logits, targets = batch(n=8, k=4, seed=1)
+    bad = logits.clone()
+    if case == "nan":
+        bad[2, 1] = float("nan")
+    elif case == "+inf":
+        bad[2, 3] = float("inf")
+    else:
+        bad[2] = -float("inf")
+    assert not torch.isfinite(torch.nn.functional.cross_entropy(bad, targets))   # what torch alone gives
+    for name, loss in _every_registered_loss():
+        with pytest.raises(ValueError, match=match):
+            loss(bad, targets)
+    for function in (cross_entropy, brier_loss, lambda z, y: focal_loss(z, y, 2.0, reduction="none")):
+        with pytest.raises(ValueError, match=match):
+            function(bad, targets)
+    masked = logits.clone()
+    masked[2, (targets[2] + 1) % 4] = -float("inf")                   # one masked class in a row stays allowed
+    assert torch.isfinite(get_loss("ce")(masked, targets))
+
+
+def test_import_under_python_OO():
+    """Issue 24, item 28: ``python -OO -c "import calib.losses"`` raised TypeError (a docstring appended to)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-OO", "-c", "import calib.losses as L; print(L.get_loss('fl-3').gamma)"],
+                          cwd=root, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "3.0", done.stderr
