@@ -1,7 +1,7 @@
 """calib: calibration metrics, focal losses and post-hoc calibration, the library under the focal-calibration book.
 
 Modules, in layers (an import goes to the same or a lower layer, never in a cycle; ``tests/test_layers.py``
-checks it against this list; DESIGN.md has the plan this follows):
+checks it against this list; ARCHITECTURE.md explains them):
 
 - layer 0: ``calib._validate`` (input checking), ``calib._reproducible`` (one CPU instruction set for torch, so
   that runs retrain bit for bit on any x86 machine), ``calib.symbolic`` (sympy derivations the chapters display),

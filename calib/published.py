@@ -11,8 +11,8 @@ from pathlib import Path
 __all__ = ["PUBLISHED_COLUMNS", "PUBLISHED_TABLE_COLUMNS", "STAGE_MAPS", "published_dir", "read_published",
            "read_published_tables", "published_rows"]
 
-#: Columns of ``book/data/published/<paper>.csv``, one row per printed number (DESIGN.md, "Data and stored
-#: results"). ``value``, ``temperature`` and ``std`` are the printed text; ``bold`` and ``unreadable`` are
+#: Columns of ``book/data/published/<paper>.csv``, one row per printed number (ARCHITECTURE.md, "Stored
+#: data"). ``value``, ``temperature`` and ``std`` are the printed text; ``bold`` and ``unreadable`` are
 #: ``true``/``false``; an unreadable cell (garbled in the paper's text) has an empty value and a note.
 PUBLISHED_COLUMNS = ("paper", "table", "dataset", "model", "method", "metric", "stage", "value", "temperature",
                      "std", "bold", "unreadable", "note")

@@ -1,7 +1,8 @@
 """Intervals for empirical claims, and the rule that turns an interval into a verdict.
 
-One implementation for every chapter (DESIGN.md, layer 0). An empirical claim of a paper ("focal loss lowers
-the ECE", "the ECE rises after the learning-rate drop") is judged from several seeds, never from one run:
+One implementation for every chapter (ARCHITECTURE.md, "The library's layers", layer 0). An empirical claim of a
+paper ("focal loss lowers the ECE", "the ECE rises after the learning-rate drop") is judged from several seeds,
+never from one run:
 
 - :func:`seed_interval`: Student-t interval of a mean over seeds (one number per seed);
 - :func:`paired_seed_interval`: Student-t interval of the mean difference of two settings run on the same
