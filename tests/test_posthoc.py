@@ -44,11 +44,11 @@ def test_nll_fit_is_the_exact_minimiser():
 def test_over_confident_model_recovers_its_scale_and_keeps_accuracy():
     z, y = calibrated_logits(100_000, seed=2)
     ts = TemperatureScaling("nll").fit(z, y)
-    assert ts.temperature == pytest.approx(2.5, abs=0.05)
+    assert ts.temperature_ == pytest.approx(2.5, abs=0.05)
     assert np.array_equal(ts.predict_proba(z).argmax(1), z.argmax(1))
     grid = TemperatureScaling("ece").fit(z, y)
-    assert grid.temperature == pytest.approx(2.5, abs=0.2)
-    assert grid.temperature in MUKHOTI_GRID
+    assert grid.temperature_ == pytest.approx(2.5, abs=0.2)
+    assert grid.temperature_ in MUKHOTI_GRID
 
 
 def test_ece_grid_picks_the_first_minimum_of_the_validation_ece():
@@ -57,8 +57,8 @@ def test_ece_grid_picks_the_first_minimum_of_the_validation_ece():
     z, y = calibrated_logits(3000, seed=3)
     ts = TemperatureScaling("ece").fit(z, y)
     brute = [ece(softmax(z / t, axis=1), y, n_bins=15) for t in MUKHOTI_GRID]
-    assert ts.temperature == MUKHOTI_GRID[int(np.argmin(brute))]
-    np.testing.assert_allclose(ts.grid_scores, brute, rtol=0, atol=1e-15)
+    assert ts.temperature_ == MUKHOTI_GRID[int(np.argmin(brute))]
+    np.testing.assert_allclose(ts.grid_scores_, brute, rtol=0, atol=1e-15)
     assert np.allclose(MUKHOTI_GRID[[0, 9, -1]], [0.1, 1.0, 10.0])
 
 
@@ -66,7 +66,7 @@ def test_custom_grid_and_torch_input():
     torch = pytest.importorskip("torch")
     z, y = calibrated_logits(2000, seed=4)
     ts = TemperatureScaling("ece", grid=[1.0, 2.5, 4.0]).fit(torch.tensor(z, dtype=torch.float32), torch.tensor(y))
-    assert ts.temperature in (1.0, 2.5, 4.0)
+    assert ts.temperature_ in (1.0, 2.5, 4.0)
     probs = ts.predict_proba(torch.tensor(z))
     np.testing.assert_allclose(probs.sum(1), 1, atol=1e-12)
 
@@ -74,8 +74,8 @@ def test_custom_grid_and_torch_input():
 def test_predicted_logits_are_divided_by_t():
     z, y = calibrated_logits(500, seed=5)
     ts = TemperatureScaling().fit(z, y)
-    np.testing.assert_allclose(ts.predict_logits(z), z / ts.temperature)
-    assert "temperature=" in repr(ts)
+    np.testing.assert_allclose(ts.predict_logits(z), z / ts.temperature_)
+    assert "temperature_=" in repr(ts)
 
 
 @pytest.mark.parametrize("logits, labels, match", [
@@ -94,10 +94,11 @@ def test_bad_input_is_named(logits, labels, match):
 
 
 def test_bad_settings_and_unfitted_use():
+    z, y = calibrated_logits(50, seed=5)
     with pytest.raises(ValueError, match="objective"):
-        TemperatureScaling("brier")
+        TemperatureScaling("brier").fit(z, y)                  # parameters are checked in fit (scikit-learn)
     with pytest.raises(ValueError, match="n_bins"):
-        TemperatureScaling("ece", n_bins=0)
+        TemperatureScaling("ece", n_bins=0).fit(z, y)
     with pytest.raises(ValueError, match="grid"):
         TemperatureScaling("ece", grid=[1.0, -1.0]).fit(np.zeros((2, 2)), np.array([0, 1]))
     with pytest.raises(ValueError, match="not fitted"):
@@ -129,10 +130,10 @@ def test_fts_grid_at_gamma_minus_one():
         np.testing.assert_allclose(grid, loop, rtol=1e-11)
     assert np.all(np.isfinite(focal_temperature_scores(z, y, [-1.0], temps, objective="nll")))   # log space
     fts = FocalTemperatureScaling(gammas=[-1.0, 0.0, 1.0], temperatures=temps, objective="nll").fit(z, y)
-    assert np.all(np.isfinite(fts.grid_scores))
+    assert np.all(np.isfinite(fts.grid_scores_))
     for bad in [[-1.5, 1.0], [-1.0000001]]:
         with pytest.raises(ValueError, match=r">= -1"):
-            FocalTemperatureScaling(gammas=bad)
+            FocalTemperatureScaling(gammas=bad).fit(z, y)
         with pytest.raises(ValueError, match=r">= -1"):
             focal_temperature_scores(z, y, bad, temps)
 
@@ -262,21 +263,21 @@ def test_threads_give_the_same_scores(monkeypatch):
 def test_recovers_a_planted_gamma_and_temperature(planted):
     z, y, eta = planted
     fts = FocalTemperatureScaling(objective="nll", temperatures=TEMPS).fit(z, y)
-    assert fts.gamma == 1.0
-    assert fts.temperature == pytest.approx(0.5, abs=0.02)
+    assert fts.gamma_ == 1.0
+    assert fts.temperature_ == pytest.approx(0.5, abs=0.02)
     # the fitted map is (close to) the truth, far closer than the raw softmax
     p = fts.predict_proba(z)
     assert np.abs(p - eta).max() < 0.02 < np.abs(softmax(z, axis=1) - eta).max()
     # the best plain TS on the same grid cannot reach it
     ts = FocalTemperatureScaling(objective="nll", gammas=[0.0], temperatures=TEMPS).fit(z, y)
-    assert ts.score > fts.score + 1e-3
+    assert ts.score_ > fts.score_ + 1e-3
 
 
 def test_ece_objective_on_planted_logits(planted):
     z, y, eta = planted
     fts = FocalTemperatureScaling(objective="ece", temperatures=TEMPS).fit(z, y)
-    assert fts.grid_scores.shape == (9, len(TEMPS))
-    assert fts.score == fts.grid_scores.min() == pytest.approx(metrics.adaptive_ece(fts.predict_proba(z), y), abs=1e-14)
+    assert fts.grid_scores_.shape == (9, len(TEMPS))
+    assert fts.score_ == fts.grid_scores_.min() == pytest.approx(metrics.adaptive_ece(fts.predict_proba(z), y), abs=1e-14)
     # the chosen map is calibrated against the true posterior
     p = fts.predict_proba(z)
     top = p.argmax(axis=1)
@@ -287,21 +288,21 @@ def test_line_search(planted):
     z, y, _ = planted
     grid = FocalTemperatureScaling(objective="nll", temperatures=TEMPS).fit(z, y)
     line = FocalTemperatureScaling(objective="nll", search="line", temperatures=TEMPS).fit(z, y)
-    assert line.grid_scores is None and line.path["n_evaluations"] <= 3 * len(TEMPS)
+    assert line.grid_scores_ is None and line.path_["n_evaluations"] <= 3 * len(TEMPS)
     ts = FocalTemperatureScaling(objective="nll", gammas=[0.0], temperatures=TEMPS).fit(z, y)
-    assert line.path["anchor_temperatures"][0] == ts.temperature      # the gamma = 0 anchor is TS
-    assert line.score <= ts.score                                        # so the line search contains TS
-    assert line.score <= grid.score + 2e-3
-    assert line.gamma == pytest.approx(1.0, abs=0.1) and line.temperature == pytest.approx(0.5, abs=0.05)
+    assert line.path_["anchor_temperatures"][0] == ts.temperature_      # the gamma = 0 anchor is TS
+    assert line.score_ <= ts.score_                                        # so the line search contains TS
+    assert line.score_ <= grid.score_ + 2e-3
+    assert line.gamma_ == pytest.approx(1.0, abs=0.1) and line.temperature_ == pytest.approx(0.5, abs=0.05)
     # the points on the line lie on the line through the anchors' optima
-    (t_a, t_b), g_line, t_line = line.path["anchor_temperatures"], line.path["gammas"], line.path["temperatures"]
+    (t_a, t_b), g_line, t_line = line.path_["anchor_temperatures"], line.path_["gammas"], line.path_["temperatures"]
     np.testing.assert_allclose(t_line, t_a + (t_b - t_a) * g_line, rtol=1e-12)
 
 
 def test_line_search_scores_are_the_pairs():
     z, y = random_logits(1500, 5, 5)
     fts = FocalTemperatureScaling(objective="ece", search="line", temperatures=np.linspace(0.2, 3, 15)).fit(z, y)
-    g, t, s = fts.path["gammas"], fts.path["temperatures"], fts.path["scores"]
+    g, t, s = fts.path_["gammas"], fts.path_["temperatures"], fts.path_["scores"]
     assert len(s) == len(g) == len(t) > 0 and np.all(t > 0)
     expected = [focal_temperature_scores(z, y, [gi], [ti])[0, 0] for gi, ti in zip(g, t)]
     np.testing.assert_allclose(s, expected, rtol=1e-13)
@@ -312,20 +313,23 @@ def test_gamma_zero_is_temperature_scaling():
     temps = np.round(np.arange(1, 301) * 0.01, 10)
     fts = FocalTemperatureScaling(objective="nll", gammas=[0.0], temperatures=temps).fit(z, y)
     nlls = [log_softmax_nll(z, y, t) for t in temps]
-    assert fts.temperature == temps[int(np.argmin(nlls))]
-    np.testing.assert_allclose(fts.predict_proba(z), softmax(z / fts.temperature, axis=1), atol=1e-15)
+    assert fts.temperature_ == temps[int(np.argmin(nlls))]
+    np.testing.assert_allclose(fts.predict_proba(z), softmax(z / fts.temperature_, axis=1), atol=1e-15)
 
 
 def test_predict_proba_keeps_accuracy_and_accepts_torch():
     z, y = random_logits(3000, 10, 8)
     for obj in ["ece", "nll"]:
-        fts = FocalTemperatureScaling(objective=obj, temperatures=np.linspace(0.5, 2, 7)).fit(torch.tensor(z), y)
-        p = fts.predict_proba(torch.tensor(z, dtype=torch.float32))
-        assert p.dtype == np.float64
+        fts = FocalTemperatureScaling(objective=obj, temperatures=np.linspace(0.5, 3, 11)).fit(torch.tensor(z), y)
+        p = fts.predict_proba(z)
+        assert isinstance(p, np.ndarray) and p.dtype == np.float64
         np.testing.assert_allclose(p.sum(axis=1), 1, atol=1e-12)
         np.testing.assert_array_equal(p.argmax(axis=1), z.argmax(axis=1))
-        np.testing.assert_allclose(p, focal_map(z / fts.temperature, fts.gamma), atol=1e-6)
-    assert "gamma=" in repr(fts)
+        np.testing.assert_allclose(p, focal_map(z / fts.temperature_, fts.gamma_), atol=1e-15)
+        p32 = fts.predict_proba(torch.tensor(z, dtype=torch.float32))   # a tensor in: a tensor of its dtype out
+        assert isinstance(p32, torch.Tensor) and p32.dtype == torch.float32
+        np.testing.assert_allclose(p32.numpy(), p, atol=1e-6)
+    assert "gamma_=" in repr(fts)
 
 
 def test_errors():
@@ -333,15 +337,15 @@ def test_errors():
     with pytest.raises(ValueError, match="not fitted"):
         FocalTemperatureScaling().predict_proba(z)
     with pytest.raises(ValueError, match="objective"):
-        FocalTemperatureScaling(objective="brier")
+        FocalTemperatureScaling(objective="brier").fit(z, y)
     with pytest.raises(ValueError, match="search"):
-        FocalTemperatureScaling(search="random")
+        FocalTemperatureScaling(search="random").fit(z, y)
     with pytest.raises(ValueError, match="gammas"):
-        FocalTemperatureScaling(gammas=[-1.5, 1.0])          # the map exists for gamma >= -1 only
+        FocalTemperatureScaling(gammas=[-1.5, 1.0]).fit(z, y)          # the map exists for gamma >= -1 only
     with pytest.raises(ValueError, match="temperatures"):
-        FocalTemperatureScaling(temperatures=[0.0, 1.0])
+        FocalTemperatureScaling(temperatures=[0.0, 1.0]).fit(z, y)
     with pytest.raises(ValueError, match="anchors"):
-        FocalTemperatureScaling(anchors=(1.0, 1.0))
+        FocalTemperatureScaling(anchors=(1.0, 1.0)).fit(z, y)
     with pytest.raises(ValueError, match="labels"):
         FocalTemperatureScaling().fit(z, y[:-1])
     with pytest.raises(ValueError, match="NaN"):
@@ -357,18 +361,18 @@ def test_ts_sb_ece_is_a_stationary_point_and_deterministic():
     y = (p.cumsum(1) > rng.random((3000, 1))).argmax(1)
     ts = TemperatureScaling("sb-ece").fit(z, y)
     again = TemperatureScaling("sb-ece").fit(z, y)
-    assert ts.temperature == again.temperature
-    t = ts.temperature
+    assert ts.temperature_ == again.temperature_
+    t = ts.temperature_
 
     def f(temp):
         return soft_binned_ece_loss(torch.tensor(z / temp), torch.tensor(y), temperature=0.01, norm="l2").item()
 
-    assert ts.optimizer_result.fun == pytest.approx(f(t), rel=1e-12)
+    assert ts.optimizer_result_.fun == pytest.approx(f(t), rel=1e-12)
     h = 1e-5
     assert abs((f(t * (1 + h)) - f(t * (1 - h))) / (2 * h)) < 1e-6           # d/d log T = 0
     grid = np.exp(np.linspace(np.log(0.5), np.log(3), 200))
     assert f(t) <= min(f(g) for g in grid) + 1e-9                              # the global minimum here
-    nll_t = TemperatureScaling("nll").fit(z, y).temperature
+    nll_t = TemperatureScaling("nll").fit(z, y).temperature_
     assert t < nll_t                                                           # label noise: NLL over-softens
     np.testing.assert_allclose(ts.predict_proba(z), softmax(z / t, axis=1))
 
@@ -380,9 +384,9 @@ def test_ts_sb_ece_options_and_errors():
     t_lb, res = fit_temperature_sb_ece(z * 2, y, sb_temperature=0.02, estimator="label", norm="l1", start=1.0)
     assert res.success and 1.0 < t_lb < 4.0
     with pytest.raises(ValueError, match="objective="):
-        TemperatureScaling("sbece")
+        TemperatureScaling("sbece").fit(z, y)
     with pytest.raises(ValueError, match="sb_temperature"):
-        TemperatureScaling("sb-ece", sb_temperature=-1)
+        TemperatureScaling("sb-ece", sb_temperature=-1).fit(z, y)
 
 
 @pytest.mark.parametrize("gamma", [-1.0, 1.0, 50.0, 1e4, 1e8])
@@ -404,14 +408,15 @@ def test_ts_on_a_grid_warns_and_reports_an_optimum_at_the_edge():
     rng = np.random.default_rng(0)
     z = rng.normal(size=(2000, 10))
     y = np.array([rng.choice(10, p=np.exp(r) / np.exp(r).sum()) for r in z])
-    with pytest.warns(GridEdgeWarning, match=r"largest of the grid, T = 10 .*grid=np.geomspace\(0.1, 1e\+03, 200\)"):
+    with pytest.warns(GridEdgeWarning, match=r"T = 10 .*at the grid's largest temperature.*"
+                                             r"grid=np.geomspace\(0.1, 1e\+03, 200\)"):
         ts = TemperatureScaling("ece").fit(z * 50, y)
-    assert ts.temperature == 10.0 and ts.at_edge == "high"
-    with pytest.warns(GridEdgeWarning, match="smallest of the grid"):
-        assert TemperatureScaling("ece").fit(z / 50, y).at_edge == "low"
+    assert ts.temperature_ == 10.0 and ts.at_edge_ == "high"
+    with pytest.warns(GridEdgeWarning, match="at the grid's smallest temperature"):
+        assert TemperatureScaling("ece").fit(z / 50, y).at_edge_ == "low"
     wide = TemperatureScaling("ece", grid=np.geomspace(0.1, 1e3, 200)).fit(z * 50, y)
-    assert wide.at_edge is None and 20 < wide.temperature < 100              # the NLL fit gives about 50
+    assert wide.at_edge_ is None and 20 < wide.temperature_ < 100              # the NLL fit gives about 50
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert TemperatureScaling("ece").fit(z, y).at_edge is None           # an inner optimum: no warning
+        assert TemperatureScaling("ece").fit(z, y).at_edge_ is None           # an inner optimum: no warning
