@@ -13,7 +13,8 @@ from calib import metrics
 from calib.focal import focal_map, focal_optimal_prediction, log_focal_map
 from calib.losses import soft_binned_ece_loss
 from calib.posthoc import (KOMISARENKO_GAMMAS, KOMISARENKO_TEMPERATURES, MUKHOTI_GRID, FocalTemperatureScaling,
-                           GridEdgeWarning, TemperatureScaling, fit_temperature_nll, fit_temperature_sb_ece,
+                           GridEdgeWarning, TemperatureScaling, fit_temperature_grid, fit_temperature_nll,
+                           fit_temperature_sb_ece,
                            focal_temperature_scores)
 
 
@@ -420,3 +421,188 @@ def test_ts_on_a_grid_warns_and_reports_an_optimum_at_the_edge():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert TemperatureScaling("ece").fit(z, y).at_edge_ is None           # an inner optimum: no warning
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the estimator protocol and the array policy (issue 31, item 5)
+# ----------------------------------------------------------------------------------------------------------
+
+def test_scikit_learn_clone_get_params_and_set_params():
+    from sklearn.base import clone
+
+    grid = np.array([1.0, 2.0])
+    ts = TemperatureScaling("ece", grid=grid, n_bins=10)
+    assert ts.get_params()["grid"] is grid and ts.get_params()["n_bins"] == 10   # stored as given
+    copy = clone(ts)                                  # raised TypeError before (checks in __init__)
+    assert copy.get_params()["objective"] == "ece" and not hasattr(copy, "temperature_")
+    fts = clone(FocalTemperatureScaling(objective="nll", gammas=[0.0, 1.0]))
+    assert fts.get_params()["gammas"] == [0.0, 1.0] and fts.get_params()["search"] == "grid"
+    assert ts.set_params(objective="nll") is ts and ts.objective == "nll"
+    with pytest.raises(ValueError, match="no parameter 'temperature'"):
+        ts.set_params(temperature=2.0)
+    z, y = calibrated_logits(2000, seed=11)
+    assert clone(ts).fit(z, y).temperature_ == TemperatureScaling("nll").fit(z, y).temperature_
+
+
+def test_old_attribute_names_are_deprecated_aliases():
+    z, y = calibrated_logits(2000, seed=12)
+    ts = TemperatureScaling("ece").fit(z, y)
+    for old in ("temperature", "grid_scores", "at_edge", "optimizer_result"):
+        with pytest.warns(DeprecationWarning, match=rf"TemperatureScaling.{old} is deprecated; use .*{old}_"):
+            value = getattr(ts, old)
+        assert value is getattr(ts, old + "_")
+    fts = FocalTemperatureScaling(temperatures=np.linspace(0.5, 4, 8), gammas=[0.0, 1.0]).fit(z, y)
+    for old in ("gamma", "temperature", "score", "grid_scores", "path"):
+        with pytest.warns(DeprecationWarning, match=f"FocalTemperatureScaling.{old} is deprecated"):
+            assert getattr(fts, old) is getattr(fts, old + "_")
+    with pytest.warns(DeprecationWarning):
+        ts.temperature = 3.0
+    assert ts.temperature_ == 3.0
+
+
+def test_array_policy_tensor_in_tensor_out_numpy_in_float64_out():
+    z, y = calibrated_logits(500, seed=13)
+    ts = TemperatureScaling().fit(z, y)
+    reference = softmax(z / ts.temperature_, axis=1)
+    for dtype, atol in ((torch.float64, 1e-15), (torch.float32, 1e-6), (torch.bfloat16, 1e-2)):
+        p = ts.predict_proba(torch.tensor(z, dtype=dtype))
+        assert isinstance(p, torch.Tensor) and p.dtype == dtype and p.device.type == "cpu"
+        np.testing.assert_allclose(p.double().numpy(), reference, atol=atol)
+    assert ts.predict_proba(torch.tensor(z, dtype=torch.float64, requires_grad=True)).requires_grad
+    for arr in (z.astype(np.float32), z, z.tolist()):
+        p = ts.predict_proba(arr)
+        assert isinstance(p, np.ndarray) and p.dtype == np.float64
+    assert isinstance(ts.predict_logits(torch.tensor(z)), torch.Tensor)
+    p_map = focal_map(torch.tensor(z, dtype=torch.float32), 1.0)       # the same policy for focal_map
+    assert isinstance(p_map, torch.Tensor) and p_map.dtype == torch.float32
+    assert isinstance(metrics.ece(torch.tensor(reference), torch.tensor(y)), float)   # metrics: a float
+    with pytest.raises(ValueError, match="NaN"):
+        ts.predict_proba(torch.full((2, 3), float("nan")))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# issue 24: grid edges, constant logits, memory
+# ----------------------------------------------------------------------------------------------------------
+
+def test_fts_reports_a_temperature_at_the_grid_edge():
+    """Item 5: FTS picked T = 5.0, the grid's last point, silently; now it warns like TemperatureScaling."""
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(2000, 10))
+    y = np.array([rng.choice(10, p=np.exp(r) / np.exp(r).sum()) for r in z])
+    with pytest.warns(GridEdgeWarning, match=r"T = 5 .*largest temperature.*temperatures=np.geomspace\(0.01, 500"):
+        fts = FocalTemperatureScaling().fit(100 * z, y)
+    assert fts.temperature_ == 5.0 and fts.at_edge_ == "high"
+    with pytest.warns(GridEdgeWarning, match="smallest temperature"):
+        assert FocalTemperatureScaling(objective="nll").fit(z / 100, y).at_edge_ == "low"
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert FocalTemperatureScaling().fit(2.5 * z, y).at_edge_ is None           # inner optimum: silent
+
+
+def test_noisy_ece_objective_near_the_edge_is_reported():
+    """Item 6: the validation ECE is noisy, so its minimum can land a step inside the grid (T = 9.9) while the
+    optimum lies beyond it (the NLL fit gives 11.9); the edge check used to look at the last point only."""
+    rng = np.random.default_rng(5)
+    z = rng.normal(size=(2000, 10))
+    y = np.array([rng.choice(10, p=np.exp(r) / np.exp(r).sum()) for r in z])
+    with pytest.warns(GridEdgeWarning, match=r"T = 9.9 .*among the grid's 5 highest temperatures"):
+        ts = TemperatureScaling("ece").fit(12 * z, y)
+    assert ts.temperature_ == 9.9 and ts.at_edge_ == "high"
+    assert TemperatureScaling("nll").fit(12 * z, y).temperature_ > 11
+    wide = TemperatureScaling("ece", grid=np.geomspace(1, 100, 200)).fit(12 * z, y)
+    assert wide.at_edge_ is None and 10 < wide.temperature_ < 15
+
+
+def test_grid_edge_within_sampling_noise():
+    """A best score a few steps inside the grid that the edge region matches within 1 / (2 sqrt(N)) is reported;
+    one the edge region does not match is not."""
+    from calib.posthoc import _grid_edge
+
+    grid = np.arange(1, 101) * 0.1
+    scores = np.linspace(1.0, 0.5, 100)
+    scores[80] = 0.49                                  # best at T = 8.1, the edge region's best is 0.0105 above
+    with pytest.warns(GridEdgeWarning, match="within 0.011 .* of the best score among the grid's highest 5"):
+        assert _grid_edge(grid, scores, 0.5 / np.sqrt(2000), lambda e: "wider") == "high"
+    assert _grid_edge(grid, scores, 0.5 / np.sqrt(10 ** 6), lambda e: "wider") is None
+
+
+def test_constant_logits_say_what_is_wrong():
+    """Item 22: constant logits were said to 'classify every validation sample correctly'."""
+    y = np.array([0, 1, 2, 1])
+    for objective in ("nll", "ece"):
+        with pytest.raises(ValueError, match="every row is constant .* carries no information"):
+            TemperatureScaling(objective).fit(np.full((4, 3), 2.0), y)
+
+
+def test_ece_grid_scores_equal_the_probabilities_path_bit_for_bit():
+    """The row-block grid (no (N, K) probabilities) gives exactly metrics.ece of softmax(z / t), tied rows too."""
+    z, y = calibrated_logits(3000, k=7, seed=14)
+    z[:50, 1] = z[:50, 0] = z[:50].max(axis=1) + 1.0    # exact ties for the top class
+    z[50:60, 2] = np.nextafter(z[50:60].max(axis=1), np.inf)   # near ties
+    z = z.astype(np.float32)
+    t, scores = fit_temperature_grid(z, y)
+    brute = np.array([metrics.ece(softmax(z.astype(np.float64) / g, axis=1), y) for g in MUKHOTI_GRID])
+    np.testing.assert_array_equal(scores, brute)
+    assert t == MUKHOTI_GRID[int(np.argmin(brute))]
+
+
+def test_nll_fit_on_float32_equals_the_float64_fit():
+    z, y = calibrated_logits(3000, seed=15)
+    z32 = z.astype(np.float32)
+    assert fit_temperature_nll(z32, y) == pytest.approx(fit_temperature_nll(z32.astype(np.float64), y), rel=1e-12)
+
+
+@pytest.mark.parametrize("objective", ["nll", "ece"])
+def test_fit_memory_stays_below_the_input(objective):
+    """Item 26: the fits converted the logits to float64 and formed (N, K) float64 probabilities at each step, a
+    peak of about 8 inputs on float32 logits; they now read row blocks. numpy reports its allocations to
+    tracemalloc."""
+    import tracemalloc
+
+    rng = np.random.default_rng(16)
+    z = (rng.normal(size=(20_000, 500)) * 3).astype(np.float32)
+    y = rng.integers(0, 500, 20_000)
+    z[np.arange(20_000), y] += 4
+    tracemalloc.start()
+    TemperatureScaling(objective).fit(z, y)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < (0.25 if objective == "nll" else 0.6) * z.nbytes, peak / z.nbytes
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the registry (issue 31, item 1)
+# ----------------------------------------------------------------------------------------------------------
+
+def test_every_registered_map_fits_and_maps_to_the_simplex():
+    from calib import posthoc
+    from calib.experiments import POSTHOC_MAPS, fit_posthoc
+
+    z, y = calibrated_logits(400, seed=17)
+    assert POSTHOC_MAPS == posthoc.map_names() == tuple(s.name for s in posthoc.REGISTRY)
+    for spec in posthoc.REGISTRY:
+        fitted = fit_posthoc(spec.name, z, y, "fl-3")
+        assert isinstance(fitted, posthoc.FittedMap) and fitted.name == spec.name
+        np.testing.assert_allclose(fitted.proba(z).sum(axis=1), 1, atol=1e-12)
+        np.testing.assert_allclose(np.exp(fitted.log_proba(z)), fitted.proba(z), atol=1e-12)
+        assert f"``{spec.name}``" in posthoc.get_map.__doc__ and spec.summary and spec.takes
+    assert fit_posthoc("psi", z, y, "fl-3").params == {"gamma": 3.0}
+    assert [posthoc.get_map("psi").applies(loss) for loss in ("fl-3", "FL-0.5", "ce", "flsd-53", "dual-fl-2", None)] \
+        == [True, True, False, False, False, False]
+    with pytest.raises(ValueError, match="unknown post-hoc map 'platt'; choose from none, ts-nll"):
+        posthoc.get_map("platt")
+
+
+def test_a_calibrator_missing_from_the_registry_fails_loudly():
+    """Adding an estimator class to calib.posthoc without a registry row fails here."""
+    import inspect
+
+    from calib import posthoc
+
+    estimators = {name for name in posthoc.__all__ if inspect.isclass(getattr(posthoc, name))
+                  and hasattr(getattr(posthoc, name), "predict_proba")}
+    fitters = " ".join(inspect.getsource(spec.fit) for spec in posthoc.REGISTRY)
+    fitters += " ".join(inspect.getsource(f) for f in (posthoc._fit_ts,))
+    assert estimators == {"TemperatureScaling", "FocalTemperatureScaling"}
+    assert all(name in fitters for name in estimators)
