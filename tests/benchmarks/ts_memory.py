@@ -55,7 +55,7 @@ start = time.perf_counter()
 ts = TemperatureScaling(objective).fit(z, y)
 seconds = time.perf_counter() - start
 print(json.dumps({"input": z.nbytes, "before": before, "peak": rss("VmHWM"), "seconds": seconds,
-                  "temperature": float(getattr(ts, "temperature_", None) or ts.temperature)}))
+                  "temperature": ts.temperature_}))
 """
 
 
