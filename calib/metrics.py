@@ -1,8 +1,13 @@
 """Calibration and accuracy metrics of a classifier's predicted probabilities (numpy, float64).
 
 Every metric takes ``probs`` of shape (N, K), rows summing to 1, and integer ``labels`` of shape (N,) in
-[0, K); numpy arrays and torch tensors are both accepted, and the result is a Python float. Inputs are
-checked by ``calib._validate``, which raises a ValueError naming the argument, the problem and the fix.
+[0, K); numpy arrays and torch tensors (on any device) are both accepted, and the result is a Python float
+(array-valued results, such as :func:`confidence_score`, are float64 numpy arrays). Inputs are checked by
+``calib._validate``, which raises a ValueError naming the argument, the problem and the fix. float32 input is
+checked and its top label taken in float32 (no float64 copy); per-row and per-bin quantities are accumulated in
+float64, so the results equal those of the float64 copy. Half-precision probabilities (float16, bfloat16) are
+refused with a message saying to cast them when their rows miss 1 by more than the tolerance.
+The metrics of the book's tables are registered by name in :data:`REGISTRY` (:func:`get_metric`).
 
 Conventions shared by the binned metrics (the peer libraries differ on each; see the docstrings):
 

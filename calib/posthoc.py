@@ -16,7 +16,8 @@ one table that ``calib.experiments.fit_posthoc``, chapter 10 and the API referen
 Arrays in and out (one policy for calib's maps, :func:`calib.focal.focal_map` and :mod:`calib.metrics`):
 logits are (N, K) numpy arrays, array-likes or torch tensors; labels are integer class indices (N,). ``fit``
 computes in float64 whatever the input (a float32 array is read in row blocks, never copied whole to float64).
-``predict_proba`` returns the input's kind: a numpy array in gives a float64 numpy array out; a torch tensor in
+``predict_proba`` returns the input's kind: a numpy array in gives a float64 numpy array out (``focal_map`` alone
+keeps a float32 numpy input in float32, its documented float32-safe path); a torch tensor in
 gives a tensor out on the same device, of the input's floating dtype (integer tensors give float64; float16 and
 bfloat16 are computed in float32 and returned in their dtype), computed by torch and differentiable.
 """
