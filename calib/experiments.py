@@ -29,14 +29,17 @@ from pathlib import Path
 
 import numpy as np
 
+from calib import metrics
 from calib import runs as run_files
+from calib.metrics import metric_names
+from calib.posthoc import FittedMap, focal_loss_gamma, get_map, map_names
 from calib.published import published_rows, read_published
 from calib.runs import DISCARDABLE, RunLockedError, load_run
 from calib.train import MAX_SEED, TrainConfig, config_from_meta, train
 
 __all__ = ["GridRun", "Grid", "load_grid", "sweep", "train_commands", "StoredRun", "run_path", "load_store",
            "matching_run", "POSTHOC_MAPS",
-           "METRICS", "FittedMap", "fit_posthoc", "score_probabilities", "evaluate_run", "evaluate_store", "summarise",
+           "METRICS", "fit_posthoc", "score_probabilities", "evaluate_run", "evaluate_store", "summarise",
            "paired_difference", "loss_gamma", "validation_choice", "final_validation", "metric_values", "mean_std_text",
            "pooled_test_probabilities", "read_published", "published_rows"]
 
@@ -343,7 +346,7 @@ class StoredRun:
 
 
 def run_path(store, model: str, loss: str, seed: int) -> Path:
-    """Where the store keeps one run: ``<store>/<model>/<loss>/seed<seed>`` (DESIGN.md, "Data and stored results").
+    """Where the store keeps one run: ``<store>/<model>/<loss>/seed<seed>`` (ARCHITECTURE.md, "Stored data").
 
     Parameters
     ----------
@@ -421,105 +424,50 @@ def _store_fix(run_dir: Path) -> str:
 
 # ---------------------------------------------------------------------------------- post-hoc and metrics
 
-#: The post-hoc maps of chapter 10, each fitted on the validation logits:
-#: none; temperature scaling by validation NLL; temperature scaling by the validation-ECE grid search
-#: (Mukhoti et al. 2020, Sec. 5.1: T in 0.1, 0.2, ..., 10); focal temperature scaling (Komisarenko & Kull
-#: 2024, Sec. 5.1: the (gamma, T) grid minimising the 15-bin equal-mass ECE); the focal calibration map
-#: Psi^gamma with the training gamma (fixed-gamma focal losses only; Komisarenko & Kull, Sec. 3.3, Eq. 1);
-#: temperature scaling by SB-ECE (Karandikar et al. 2021, Sec. 5.2).
-POSTHOC_MAPS = ("none", "ts-nll", "ts-ece", "fts", "psi", "ts-sb-ece")
-#: The test metrics of chapter 10 (15 bins for the binned ones). ``ece`` is equal-width (Mukhoti et al.'s
-#: ECE), ``adaece`` equal-mass (their AdaECE, and Komisarenko & Kull's ECE), ``ece_em_l2`` the equal-mass
-#: l2 ECE that Karandikar et al. (2021) report, ``mean_confidence`` the mean top-label confidence (with
-#: ``accuracy``, the over- or under-confidence Zhou et al. 2025 read from their Fig. 3).
-METRICS = ("accuracy", "ece", "adaece", "ece_em_l2", "classwise_ece", "mce", "nll", "brier", "ks_error", "aurc",
-           "mean_confidence")
+#: The post-hoc maps of chapter 10, each fitted on the validation logits, in the order of the registry
+#: :data:`calib.posthoc.REGISTRY` (which says what each is, with its paper): none; temperature scaling by
+#: validation NLL; by the validation-ECE grid (Mukhoti et al. 2020); focal temperature scaling (Komisarenko & Kull
+#: 2024); Psi^gamma with the training gamma (fixed-gamma focal losses only); temperature scaling by SB-ECE
+#: (Karandikar et al. 2021).
+POSTHOC_MAPS = map_names()
+#: The test metrics of chapter 10 (15 bins for the binned ones), in the order of the registry
+#: :data:`calib.metrics.REGISTRY` (which says what each is, with its paper). ``ece`` is equal-width (Mukhoti et
+#: al.'s ECE), ``adaece`` equal-mass (their AdaECE, and Komisarenko & Kull's ECE), ``ece_em_l2`` the equal-mass
+#: l2 ECE that Karandikar et al. (2021) report, ``mean_confidence`` the mean top-label confidence.
+METRICS = metric_names()
 
 
 def loss_gamma(loss: str) -> float | None:
-    """The fixed gamma of a focal-loss label (``"fl-3"`` -> 3.0), or None for any other loss or a label that
-    names no loss; the loss registry decides (:func:`calib.losses.registry.focal_gamma`)."""
-    from calib.losses import focal_gamma
-
-    try:
-        return focal_gamma(loss)
-    except ValueError:                            # a grid's own label ("ce-w") is no loss name: no gamma
-        return None
-
-
-@dataclass
-class FittedMap:
-    """A post-hoc map fitted on validation logits: ``proba`` and ``log_proba`` map logits (N, K) to float64
-    probabilities and their logarithms (exact where a probability underflows to 0); ``params`` holds the
-    fitted ``temperature`` and ``gamma``."""
-
-    name: str
-    params: dict
-    proba: object
-    log_proba: object
+    """The fixed gamma of a focal-loss label (``"fl-3"`` -> 3.0), or None for any other loss; the loss registry
+    decides (:func:`calib.posthoc.focal_loss_gamma`)."""
+    return focal_loss_gamma(loss)
 
 
 def fit_posthoc(name: str, val_logits, val_labels, loss: str | None = None) -> FittedMap:
-    """Fit the post-hoc map ``name`` (one of :data:`POSTHOC_MAPS`) on validation logits.
+    """Fit the post-hoc map ``name`` (one of :data:`POSTHOC_MAPS`, :func:`calib.posthoc.get_map`) on validation
+    logits; a :class:`calib.posthoc.FittedMap`.
 
     ``"psi"`` needs ``loss`` to be a fixed-gamma focal loss (``fl-<gamma>``) and raises ValueError otherwise.
     """
-    from scipy.special import log_softmax, softmax
-
-    from calib.focal import focal_map, log_focal_map
-    from calib.posthoc import FocalTemperatureScaling, TemperatureScaling
-
-    def scaled(z, t=1.0):
-        return np.asarray(z, dtype=np.float64) / t
-
-    if name == "none":
-        return FittedMap(name, {}, lambda z: softmax(scaled(z), axis=1), lambda z: log_softmax(scaled(z), axis=1))
-    if name in ("ts-nll", "ts-ece", "ts-sb-ece"):
-        t = TemperatureScaling(objective=name[3:]).fit(val_logits, val_labels).temperature
-        return FittedMap(name, {"temperature": t}, lambda z: softmax(scaled(z, t), axis=1),
-                         lambda z: log_softmax(scaled(z, t), axis=1))
-    if name == "fts":
-        fts = FocalTemperatureScaling(objective="ece").fit(val_logits, val_labels)
-        t, g = fts.temperature, fts.gamma
-        return FittedMap(name, {"temperature": t, "gamma": g}, lambda z: focal_map(scaled(z, t), g),
-                         lambda z: log_focal_map(scaled(z, t), g))
-    if name == "psi":
-        g = loss_gamma(loss or "")
-        if g is None:
-            raise ValueError(f"post-hoc map 'psi' (Psi^gamma) needs a fixed-gamma focal loss 'fl-<gamma>'; got "
-                             f"loss={loss!r}.")
-        return FittedMap(name, {"gamma": g}, lambda z: focal_map(scaled(z), g), lambda z: log_focal_map(scaled(z), g))
-    raise ValueError(f"unknown post-hoc map {name!r}; choose from {', '.join(POSTHOC_MAPS)}.")
+    return get_map(name)(val_logits, val_labels, loss)
 
 
 def score_probabilities(probs, labels, n_bins: int = 15, log_probs=None) -> dict:
-    """Every metric of :data:`METRICS` for probabilities (N, K) and labels (N,). With ``log_probs`` (the
-    logarithms of ``probs``, e.g. a log-softmax) the NLL is computed from them, so a true-class probability
-    that underflowed to 0 in float64 still has its finite log-loss."""
-    from calib import metrics
-
-    if log_probs is None:
-        nll = metrics.nll(probs, labels)
-    else:
-        y = np.asarray(labels)
-        nll = float(-np.mean(np.asarray(log_probs)[np.arange(len(y)), y]))
-    return {"accuracy": metrics.accuracy(probs, labels), "ece": metrics.ece(probs, labels, n_bins=n_bins),
-            "adaece": metrics.adaptive_ece(probs, labels, n_bins=n_bins),
-            "ece_em_l2": metrics.ece(probs, labels, n_bins=n_bins, binning="quantile", norm="l2"),
-            "classwise_ece": metrics.classwise_ece(probs, labels, n_bins=n_bins),
-            "mce": metrics.mce(probs, labels, n_bins=n_bins), "nll": nll,
-            "brier": metrics.brier(probs, labels), "ks_error": metrics.ks_error(probs, labels),
-            "aurc": metrics.aurc(probs, labels), "mean_confidence": float(np.max(probs, axis=1).mean())}
+    """Every metric of :data:`METRICS` (:data:`calib.metrics.REGISTRY`) for probabilities (N, K) and labels (N,).
+    With ``log_probs`` (the logarithms of ``probs``, e.g. a log-softmax) a metric that can be computed from them
+    is (the NLL), so a true-class probability that underflowed to 0 in float64 still has its finite log-loss."""
+    return {spec.name: (spec.from_log_probs(log_probs, labels) if log_probs is not None and spec.from_log_probs
+                        else spec(probs, labels, n_bins)) for spec in metrics.REGISTRY}
 
 
 def evaluate_run(run: StoredRun, maps=POSTHOC_MAPS) -> list:
     """Long-format rows ``{model, loss, seed, map, metric, value}`` (plus ``temperature`` and ``gamma`` of
-    the fitted map) for one stored run: each map of ``maps`` fitted on validation, scored on test. ``psi``
-    is skipped for losses without a fixed gamma."""
+    the fitted map) for one stored run: each map of ``maps`` fitted on validation, scored on test. A map that does
+    not apply to the run's loss (:attr:`calib.posthoc.MapSpec.applies`: ``psi`` without a fixed gamma) is skipped."""
     arrays = run.logits()
     rows = []
     for name in maps:
-        if name == "psi" and loss_gamma(run.loss) is None:
+        if not get_map(name).applies(run.loss):
             continue
         fitted = fit_posthoc(name, arrays["val_logits"], arrays["val_labels"], run.loss)
         params, test = fitted.params, arrays["test_logits"]

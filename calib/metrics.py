@@ -1,8 +1,13 @@
 """Calibration and accuracy metrics of a classifier's predicted probabilities (numpy, float64).
 
 Every metric takes ``probs`` of shape (N, K), rows summing to 1, and integer ``labels`` of shape (N,) in
-[0, K); numpy arrays and torch tensors are both accepted, and the result is a Python float. Inputs are
-checked by ``calib._validate``, which raises a ValueError naming the argument, the problem and the fix.
+[0, K); numpy arrays and torch tensors (on any device) are both accepted, and the result is a Python float
+(array-valued results, such as :func:`confidence_score`, are float64 numpy arrays). Inputs are checked by
+``calib._validate``, which raises a ValueError naming the argument, the problem and the fix. float32 input is
+checked and its top label taken in float32 (no float64 copy); per-row and per-bin quantities are accumulated in
+float64, so the results equal those of the float64 copy. Half-precision probabilities (float16, bfloat16) are
+refused with a message saying to cast them when their rows miss 1 by more than the tolerance.
+The metrics of the book's tables are registered by name in :data:`REGISTRY` (:func:`get_metric`).
 
 Conventions shared by the binned metrics (the peer libraries differ on each; see the docstrings):
 
@@ -48,6 +53,8 @@ from calib._validate import (
 
 __all__ = [
     "CSFS",
+    "REGISTRY",
+    "MetricSpec",
     "Reliability",
     "RiskCoverage",
     "accuracy",
@@ -59,8 +66,12 @@ __all__ = [
     "confidence_range",
     "confidence_score",
     "ece",
+    "get_metric",
     "ks_error",
+    "top_label_ece",
     "mce",
+    "mean_confidence",
+    "metric_names",
     "nll",
     "reliability",
     "risk_coverage_curve",
@@ -327,8 +338,28 @@ def ece(probs, labels, n_bins: int = 15, binning: str = "uniform", norm: str = "
       defaults to 5 bins and drops empty bins.
     """
     n_bins = _check_binning_args(n_bins, binning, norm, estimator)
-    _, y, pred, conf = as_probs_labels_top(probs, labels)
+    _, y, pred, conf = as_probs_labels_top(probs, labels, dtype=None)
     return _binned_error(_bin_top_label(conf, pred == y, n_bins, binning), norm, estimator)
+
+
+def top_label_ece(conf, correct, n_bins: int = 15, binning: str = "uniform", norm: str = "l1",
+                  estimator: str = "bin", check: bool = True) -> float:
+    """:func:`ece` of given top-label confidences ``conf`` (N,) and outcomes ``correct`` (N,), the same bins.
+
+    ``ece(probs, labels, ...)`` is ``top_label_ece(probs.max(1), probs.argmax(1) == labels, ...)``; this entry
+    point serves callers that get the confidences without forming the probabilities (temperature scaling's
+    grid search in :mod:`calib.posthoc`). ``check=False`` skips the input checks for arrays calib computed
+    itself (float64 confidences in [0, 1], boolean outcomes).
+    """
+    if check:
+        n_bins = _check_binning_args(n_bins, binning, norm, estimator)
+        conf = as_float_array(conf, "conf", ndim=1)
+        if conf.size == 0 or conf.min() < 0 or conf.max() > 1:
+            raise ValueError("conf must be a non-empty 1-D array of confidences in [0, 1].")
+        correct = np.asarray(correct, dtype=bool)
+        check_length(correct, conf.shape[0], "correct", of="confidences")
+        conf = conf + 0.0  # -0.0 -> +0.0
+    return _binned_error(_bin_top_label(conf, correct, n_bins, binning), norm, estimator)
 
 
 def adaptive_ece(probs, labels, n_bins: int = 15) -> float:
@@ -376,7 +407,7 @@ def adaptive_ece_torrvision(probs, labels, n_bins: int = 15, return_counts: bool
     float, or (float, ndarray of int) when ``return_counts``
     """
     n_bins = check_int(n_bins, "n_bins")
-    _, y, pred, conf = as_probs_labels_top(probs, labels)
+    _, y, pred, conf = as_probs_labels_top(probs, labels, dtype=None)
     correct = (pred == y).astype(np.float64)
     n = conf.shape[0]
     edges = np.interp(np.linspace(0, n, n_bins + 1), np.arange(n), np.sort(conf))
@@ -576,7 +607,7 @@ def reliability(probs, labels, n_bins: int = 15, binning: str = "uniform") -> Re
     Reliability
     """
     n_bins = _check_binning_args(n_bins, binning)
-    _, y, pred, conf = as_probs_labels_top(probs, labels)
+    _, y, pred, conf = as_probs_labels_top(probs, labels, dtype=None)
     b = _bin_top_label(conf, pred == y, n_bins, binning)
     full = b.counts > 0
     mean_conf = np.full(n_bins, np.nan)
@@ -657,6 +688,26 @@ def brier(probs, labels) -> float:
     return total / n
 
 
+def mean_confidence(probs, labels=None) -> float:
+    """Mean top-label confidence, :math:`\\frac1N \\sum_i \\max_k p_{ik}`; with :func:`accuracy`, the over- or
+    under-confidence that Zhou et al. (2025) read from their Fig. 3. ``labels``, when given, are checked only.
+
+    Parameters
+    ----------
+    probs : array_like or torch.Tensor, shape (N, K)
+    labels : array_like or torch.Tensor, shape (N,), optional
+
+    Returns
+    -------
+    float
+    """
+    if labels is None:
+        conf = as_probs_labels_top(probs, np.zeros(len(probs), dtype=np.int64), dtype=None)[3]
+    else:
+        conf = as_probs_labels_top(probs, labels, dtype=None)[3]
+    return float(conf.mean())
+
+
 def accuracy(probs, labels) -> float:
     """Share of samples whose argmax equals the label (ties: the first maximum, as ``np.argmax``).
 
@@ -669,7 +720,7 @@ def accuracy(probs, labels) -> float:
     -------
     float
     """
-    _, y, pred, _ = as_probs_labels_top(probs, labels)
+    _, y, pred, _ = as_probs_labels_top(probs, labels, dtype=None)
     return float(np.mean(pred == y))
 
 
@@ -699,7 +750,7 @@ def ks_error(probs, labels) -> float:
     float
         In [0, 1].
     """
-    _, y, pred, conf = as_probs_labels_top(probs, labels)
+    _, y, pred, conf = as_probs_labels_top(probs, labels, dtype=None)
     x, hit = _sorted_pairs(conf, pred == y)
     n = x.shape[0]
     walk = np.cumsum(hit - x) / n
@@ -871,13 +922,13 @@ def risk_coverage_curve(probs, labels, confidence=None, loss=None) -> RiskCovera
 
 def _selective(probs, labels, confidence, loss, with_weights: bool):
     """Coverage, selective risk, thresholds and (optionally) AURC weights; see :func:`risk_coverage_curve`."""
-    p, y, pred, conf = as_probs_labels_top(probs, labels)
+    p, y, pred, conf = as_probs_labels_top(probs, labels, dtype=None)
     n = conf.shape[0]
     if confidence is None:
         score = conf
     elif isinstance(confidence, str):
         check_choice(confidence, "confidence", CSFS)
-        score = _csf(p, confidence, conf)
+        score = _csf(p.astype(np.float64, copy=False), confidence, conf)
     else:
         score = as_float_array(confidence, "confidence", ndim=1)
         check_length(score, n, "confidence")
@@ -900,3 +951,94 @@ def _selective(probs, labels, confidence, loss, with_weights: bool):
     weights = np.empty(n)
     weights[order] = tail
     return positions / n, risk, s, weights
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the registry: every metric of the book's tables by name
+# ----------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One metric in the registry; calling it scores: ``spec(probs, labels, n_bins=15) -> float``.
+
+    Attributes
+    ----------
+    name : str
+        The metric's name in chapter 10's long-format rows (``"adaece"``).
+    takes : str
+        Its arguments beyond ``probs`` and ``labels`` (``"n_bins"`` or ``""``).
+    summary : str
+        What it is, with its paper and equation.
+    compute : callable
+        ``compute(probs, labels, n_bins) -> float``.
+    from_log_probs : callable or None
+        ``from_log_probs(log_probs, labels) -> float``, the same metric from log-probabilities, where it exists
+        (the NLL, finite where a probability underflowed to 0).
+    """
+
+    name: str
+    takes: str
+    summary: str
+    compute: object
+    from_log_probs: object
+
+    def __call__(self, probs, labels, n_bins: int = 15) -> float:
+        return float(self.compute(probs, labels, n_bins))
+
+
+def _nll_from_log_probs(log_probs, labels) -> float:
+    y = np.asarray(labels)
+    return float(-np.mean(np.asarray(log_probs)[np.arange(len(y)), y]))
+
+
+#: Every metric of the book's tables, in chapter 10's order (15 bins for the binned ones by default);
+#: :func:`get_metric`, :func:`metric_names`, ``calib.experiments.score_probabilities`` and the list in
+#: :func:`get_metric`'s docstring are generated from it. A new metric is its function and one new row.
+#:
+#: :meta hide-value:
+REGISTRY: tuple[MetricSpec, ...] = (
+    MetricSpec("accuracy", "", "share of argmax predictions equal to the label", lambda p, y, m: accuracy(p, y), None),
+    MetricSpec("ece", "n_bins", "equal-width top-label ECE (Guo et al. 2017; Mukhoti et al. 2020, Eq. 1)",
+               lambda p, y, m: ece(p, y, n_bins=m), None),
+    MetricSpec("adaece", "n_bins", "equal-mass top-label ECE, AdaECE (Mukhoti et al. 2020, Eq. 3; Komisarenko & "
+               "Kull 2024's ECE)", lambda p, y, m: adaptive_ece(p, y, n_bins=m), None),
+    MetricSpec("ece_em_l2", "n_bins", "equal-mass l2 top-label ECE (Karandikar et al. 2021, Eq. 6 with p = 2)",
+               lambda p, y, m: ece(p, y, n_bins=m, binning="quantile", norm="l2"), None),
+    MetricSpec("classwise_ece", "n_bins", "class-wise ECE (Zhou et al. 2025, Def. A.1, Eq. 18)",
+               lambda p, y, m: classwise_ece(p, y, n_bins=m), None),
+    MetricSpec("mce", "n_bins", "maximum calibration error (Naeini et al. 2015; Mukhoti et al. 2020, Eq. 2)",
+               lambda p, y, m: mce(p, y, n_bins=m), None),
+    MetricSpec("nll", "", "negative log-likelihood", lambda p, y, m: nll(p, y), _nll_from_log_probs),
+    MetricSpec("brier", "", "multiclass Brier score (Brier 1950)", lambda p, y, m: brier(p, y), None),
+    MetricSpec("ks_error", "", "top-label Kolmogorov-Smirnov calibration error (Gupta et al. 2021, Sec. 4)",
+               lambda p, y, m: ks_error(p, y), None),
+    MetricSpec("aurc", "", "area under the risk-coverage curve, MSP (Geifman et al. 2019; Zhou et al. 2025, "
+               "Def. 3.3)", lambda p, y, m: aurc(p, y), None),
+    MetricSpec("mean_confidence", "", "mean top-label confidence (with accuracy: Zhou et al. 2025, Fig. 3)",
+               lambda p, y, m: mean_confidence(p, y), None),
+)
+
+_METRICS = {spec.name: spec for spec in REGISTRY}
+
+
+def metric_names() -> tuple[str, ...]:
+    """The registered metric names, in :data:`REGISTRY` order."""
+    return tuple(_METRICS)
+
+
+def get_metric(name: str) -> MetricSpec:
+    """The metric called ``name``, a :class:`MetricSpec`: ``get_metric("adaece")(probs, labels)`` scores.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name, listing the registered ones.
+    """
+    if not isinstance(name, str) or name not in _METRICS:
+        raise ValueError(f"unknown metric {name!r}; choose from {', '.join(metric_names())}.")
+    return _METRICS[name]
+
+
+if get_metric.__doc__:  # python -OO strips docstrings
+    get_metric.__doc__ += "\n    Notes\n    -----\n    The metrics, generated from :data:`REGISTRY`:\n\n" + "\n".join(
+        f"    - ``{s.name}``: {s.summary}{'; takes ' + s.takes if s.takes else ''}." for s in REGISTRY) + "\n"

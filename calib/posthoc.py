@@ -1,27 +1,43 @@
 """Post-hoc calibrators: a map fitted on validation logits and applied to test logits.
 
-Follows scikit-learn's conventions: ``fit(logits, labels)`` returns the fitted calibrator, fitted
-quantities are attributes, ``predict_proba(logits)`` applies the map. Logits are (N, K) arrays or torch
-tensors; labels are integer class indices.
+The calibrators follow scikit-learn's estimator protocol: ``__init__`` stores its parameters as given (checked in
+``fit``), ``get_params`` / ``set_params`` read and change them (so ``sklearn.base.clone`` works), ``fit(logits,
+labels)`` returns the fitted calibrator, fitted quantities are attributes with a trailing underscore
+(``temperature_``, ``gamma_``), and ``predict_proba(logits)`` applies the map. The names without the underscore
+(``temperature``, ``gamma``, ...) are deprecated aliases that warn (DeprecationWarning).
 
 - :class:`TemperatureScaling`: ``softmax(z / T)`` (Guo et al. 2017), T by exact NLL or Mukhoti et al.'s grid;
 - :class:`FocalTemperatureScaling`: ``p_hat_gamma(softmax(z / T))`` (Komisarenko & Kull 2024), (gamma, T) by the
   paper's grid search (vectorised: :func:`focal_temperature_scores`) or by its proposed line search.
+
+Every map of the book is also registered by name in :data:`REGISTRY` (:func:`get_map`, :func:`map_names`), the
+one table that ``calib.experiments.fit_posthoc``, chapter 10 and the API reference read.
+
+Arrays in and out (one policy for calib's maps, :func:`calib.focal.focal_map` and :mod:`calib.metrics`):
+logits are (N, K) numpy arrays, array-likes or torch tensors; labels are integer class indices (N,). ``fit``
+computes in float64 whatever the input (a float32 array is read in row blocks, never copied whole to float64).
+``predict_proba`` returns the input's kind: a numpy array in gives a float64 numpy array out (``focal_map`` alone
+keeps a float32 numpy input in float32, its documented float32-safe path); a torch tensor in
+gives a tensor out on the same device, of the input's floating dtype (integer tensors give float64; float16 and
+bfloat16 are computed in float32 and returned in their dtype), computed by torch and differentiable.
 """
 
 from __future__ import annotations
 
-
+import inspect
+import math
 import warnings
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 from scipy.optimize import brentq
-from scipy.special import expit, softmax
+from scipy.special import expit, log_softmax, softmax
 
 from calib import metrics
 from calib._validate import (as_float_array, as_logits_labels, as_scores, check_choice, check_int, check_positive,
                              n_threads)
-from calib.focal import focal_map
+from calib.focal import focal_map, log_focal_map
 from calib.focal.numerics import check_gamma, log1p_gamma_r_negative, log_one_minus_r, r_top
 
 #: Mukhoti et al. (2020)'s temperature grid, 0.1, 0.2, ..., 10.0 (official code, ``temperature_scaling.py``).
@@ -32,12 +48,150 @@ MUKHOTI_GRID = np.round(np.arange(1, 101) * 0.1, 10)
 #: Bracket for the NLL fit, in temperature. An optimum outside it is reported, never clamped.
 T_RANGE = (1e-4, 1e4)
 
+#: Share of a grid's points at each end that count as its edge (at least one point): a best score there, or one
+#: that the edge matches within sampling noise, means that the optimum may lie beyond the grid (GridEdgeWarning).
+EDGE_SHARE = 0.05
 
-def _nll_slope(logits: np.ndarray, labels: np.ndarray, inverse_temperature: float) -> float:
+#: Logits are read in row blocks of about this many entries (1 MiB of float64), converted to float64 one block
+#: at a time: the fits' extra memory is a few (N,) vectors, not an (N, K) float64 copy (issue 24, item 26).
+_FIT_BLOCK_ELEMENTS = 1 << 17
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the estimator protocol
+# ----------------------------------------------------------------------------------------------------------
+
+class _Estimator:
+    """scikit-learn's parameter protocol, without depending on scikit-learn: the parameters are the arguments
+    of ``__init__``, stored under their own names."""
+
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+
+    def get_params(self, deep: bool = True) -> dict:
+        """The parameters given to ``__init__`` (or set since), by name (scikit-learn's protocol)."""
+        return {name: getattr(self, name) for name in self._param_names()}
+
+    def set_params(self, **params):
+        """Change parameters by name; returns self. They are checked by the next ``fit``."""
+        names = self._param_names()
+        for name, value in params.items():
+            if name not in names:
+                raise ValueError(f"{type(self).__name__} has no parameter {name!r}; its parameters are "
+                                 f"{', '.join(names)}.")
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self) -> str:
+        init = inspect.signature(type(self).__init__).parameters
+        shown = [f"{k}={v!r}" for k, v in self.get_params().items()
+                 if not isinstance(v, np.ndarray) and not (type(v) is type(init[k].default) and v == init[k].default)]
+        fitted = [f"{k}={getattr(self, k):.4g}" for k in ("gamma_", "temperature_") if hasattr(self, k)]
+        return f"{type(self).__name__}({', '.join(shown + fitted)})"
+
+
+def _deprecated_alias(old: str, new: str) -> property:
+    """The pre-protocol name ``old`` of the fitted attribute ``new``: reads and writes it, with a warning."""
+    def warn(self):
+        warnings.warn(f"{type(self).__name__}.{old} is deprecated; use {type(self).__name__}.{new} (scikit-learn's "
+                      f"trailing underscore for fitted attributes).", DeprecationWarning, stacklevel=3)
+
+    def fget(self):
+        warn(self)
+        return getattr(self, new, None)
+
+    def fset(self, value):
+        warn(self)
+        setattr(self, new, value)
+
+    fget.__doc__ = f"Deprecated alias of ``{new}``."
+    return property(fget, fset, doc=f"Deprecated alias of ``{new}``.")
+
+
+def _is_tensor(x) -> bool:
+    return type(x).__module__.startswith("torch")
+
+
+def _checked_tensor(logits, name: str = "logits"):
+    """A floating (N, K) torch tensor of finite logits, K >= 2, on its device (integers become float64)."""
+    import torch
+
+    if logits.ndim != 2 or logits.shape[0] == 0 or logits.shape[1] < 2:
+        raise ValueError(f"{name} must have shape (N, K) with N >= 1 and K >= 2; got {tuple(logits.shape)}.")
+    if not logits.is_floating_point():
+        logits = logits.double()
+    if not bool(torch.isfinite(logits).all()):
+        raise ValueError(f"{name} contains NaN or infinity; remove or repair those entries before calling.")
+    return logits
+
+
+# ----------------------------------------------------------------------------------------------------------
+# temperature scaling: the fits, in row blocks
+# ----------------------------------------------------------------------------------------------------------
+
+class _RowBlocks:
+    """Checked (N, K) logits, float32 or float64 as given, read in float64 one row block at a time.
+
+    ``map(fn)`` calls ``fn(lo, hi, block)`` on each block (float64, rows lo:hi), split over threads (numpy releases
+    the GIL); the per-row results are written by ``fn`` into arrays of the caller. The top logit, the runner-up
+    and the label's logit of each row are taken in one pass at construction.
+    """
+
+    def __init__(self, logits, labels):
+        self.z, self.y = as_logits_labels(logits, labels, dtype=None)
+        self.n, self.k = self.z.shape
+        self.rows = max(1, _FIT_BLOCK_ELEMENTS // self.k)
+        self.top = np.empty(self.n, dtype=np.intp)
+        self.z_max, self.z_second, self.z_y = np.empty(self.n), np.empty(self.n), np.empty(self.n)
+        self.z_min = np.empty(self.n)
+
+        def extremes(lo, hi, zb):
+            rows = np.arange(hi - lo)
+            top = zb.argmax(axis=1)
+            self.top[lo:hi], self.z_max[lo:hi] = top, zb[rows, top]
+            self.z_min[lo:hi] = zb.min(axis=1)
+            self.z_y[lo:hi] = zb[rows, self.y[lo:hi]]
+            zb[rows, top] = -np.inf
+            self.z_second[lo:hi] = zb.max(axis=1)
+
+        self.map(extremes, copy=True)
+        if np.array_equal(self.z_max, self.z_min):
+            raise ValueError(
+                "logits: every row is constant (all K logits of a sample are equal), so softmax(z / T) is uniform "
+                "for every T and no temperature fits better than another. The model's output carries no "
+                "information: check that the logits are the network's last layer on real inputs (not a dead or "
+                "untrained layer, or a constant placeholder)."
+            )
+
+    def map(self, fn, copy: bool = False) -> None:
+        def span(lo, hi):
+            for s in range(lo, hi, self.rows):
+                e = min(hi, s + self.rows)
+                block = self.z[s:e]
+                fn(s, e, np.array(block, dtype=np.float64) if copy or block.dtype != np.float64 else block)
+
+        threads = n_threads(self.z.size)
+        if threads == 1:
+            span(0, self.n)
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        cuts = np.linspace(0, self.n, threads + 1).astype(int)
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(span, cuts[:-1], cuts[1:]))
+
+
+def _nll_slope(data: _RowBlocks, inverse_temperature: float) -> float:
     """d/d(beta) of the mean NLL of softmax(beta * z): E_p[z] - z_y, averaged (increasing in beta)."""
-    p = softmax(logits * inverse_temperature, axis=1)
-    expected = np.einsum("nk,nk->n", p, logits)
-    return float(np.mean(expected - logits[np.arange(len(labels)), labels]))
+    expected = np.empty(data.n)
+
+    def rows(lo, hi, zb):
+        p = softmax(zb * inverse_temperature, axis=1)
+        expected[lo:hi] = np.einsum("nk,nk->n", p, zb)
+
+    data.map(rows)
+    return float(np.mean(expected - data.z_y))
 
 
 def fit_temperature_nll(logits, labels) -> float:
@@ -46,17 +200,23 @@ def fit_temperature_nll(logits, labels) -> float:
     The NLL is convex in beta = 1/T (a log-sum-exp of functions linear in beta minus a linear term), so
     its minimiser is the unique root of the derivative E_p[z] - z_y, found by Brent's method on log beta to
     machine precision. This is exact, unlike the usual fixed-step LBFGS (gpleiss/temperature_scaling: lr
-    0.01, 50 iterations, T initialised at 1.5), which users report stopping early or diverging.
+    0.01, 50 iterations, T initialised at 1.5), which users report stopping early or diverging. The logits
+    are read in row blocks (float32 input is never copied whole to float64), so the extra memory is a few
+    (N,) vectors.
 
     Raises
     ------
     ValueError
-        When the NLL keeps decreasing beyond the bracket ``T_RANGE``: every validation sample is correct
-        (the NLL tends to 0 as T -> 0) or the logits are anti-correlated with the labels (T < 0 would help).
+        When every row of logits is constant (no temperature is better than another), or the NLL keeps
+        decreasing beyond the bracket ``T_RANGE``: every validation sample is correct (the NLL tends to 0 as
+        T -> 0) or the logits are anti-correlated with the labels (T < 0 would help).
     """
-    z, y = as_logits_labels(logits, labels)
+    return _fit_temperature_nll(_RowBlocks(logits, labels))
+
+
+def _fit_temperature_nll(data: _RowBlocks) -> float:
     lo, hi = np.log(1 / T_RANGE[1]), np.log(1 / T_RANGE[0])
-    f_lo, f_hi = _nll_slope(z, y, np.exp(lo)), _nll_slope(z, y, np.exp(hi))
+    f_lo, f_hi = _nll_slope(data, np.exp(lo)), _nll_slope(data, np.exp(hi))
     if f_hi <= 0:
         raise ValueError(
             f"labels: the validation NLL still decreases at T = {T_RANGE[0]:g}, so no finite temperature minimises "
@@ -68,46 +228,112 @@ def fit_temperature_nll(logits, labels) -> float:
             f"labels: the validation NLL still decreases at T = {T_RANGE[1]:g}: the logits carry no information "
             f"about the labels (or are anti-correlated with them). Check that logits and labels are aligned."
         )
-    log_beta = brentq(lambda u: _nll_slope(z, y, np.exp(u)), lo, hi, xtol=1e-13, rtol=4 * np.finfo(float).eps)
+    log_beta = brentq(lambda u: _nll_slope(data, np.exp(u)), lo, hi, xtol=1e-13, rtol=4 * np.finfo(float).eps)
     return float(np.exp(-log_beta))
 
 
-def fit_temperature_grid(logits, labels, grid=None, score=None) -> tuple[float, np.ndarray]:
+def _grid_ece_scores(data: _RowBlocks, grid: np.ndarray, n_bins: int) -> np.ndarray:
+    """The 15-bin (``n_bins``) equal-width ECE of ``softmax(z / t)`` for every t of ``grid``, without (N, K) arrays.
+
+    Only the top-label confidence and whether the argmax is the label enter the ECE. For ``p = softmax(x)``,
+    ``x = z / t``, scipy computes ``e = exp(x - max x)`` and ``p = e / sum(e)``, so the top probability is
+    ``1 / sum(e)``, the same float. The argmax of ``p`` is that of ``z`` unless two logits are so close that
+    their probabilities round to the same float; such near-tied rows (a gap below ``1e-13 (|z_max| + max t)``,
+    far wider than the rounding needs) are redone with the whole row. The scores equal, bit for bit,
+    ``metrics.ece(softmax(z / t), y, n_bins)`` (the tests check it).
+    """
+    conf = np.empty((len(grid), data.n))
+    tied = data.z_max - data.z_second <= 1e-13 * (np.abs(data.z_max) + float(grid.max()))
+    correct = np.broadcast_to(data.top == data.y, (len(grid), data.n)).copy()
+
+    def rows(lo, hi, zb):
+        z_max = data.z_max[lo:hi, None]
+        x = np.empty_like(zb)
+        for i, t in enumerate(grid):
+            np.divide(zb, t, out=x)
+            x -= z_max / t                             # the row maximum of x, exactly
+            np.exp(x, out=x)
+            conf[i, lo:hi] = 1.0 / x.sum(axis=1)
+
+    data.map(rows)
+    for r in np.flatnonzero(tied):                     # rare: recompute as metrics.ece sees softmax(z / t)
+        zr = np.asarray(data.z[r], dtype=np.float64)
+        for i, t in enumerate(grid):
+            p = softmax(zr / t)
+            j = int(p.argmax())
+            conf[i, r], correct[i, r] = p[j], j == data.y[r]
+    return np.array([metrics.top_label_ece(conf[i], correct[i], n_bins=n_bins, check=False)
+                     for i in range(len(grid))])
+
+
+def _as_grid(grid, name: str) -> np.ndarray:
+    arr = as_float_array(grid, name, ndim=1)
+    if arr.size == 0 or np.any(arr <= 0):
+        raise ValueError(f"{name} must be a non-empty 1-D array of positive temperatures; got {arr!r}.")
+    return arr
+
+
+def fit_temperature_grid(logits, labels, grid=None, score=None, n_bins: int = 15) -> tuple[float, np.ndarray]:
     """The grid temperature with the lowest ``score(probs, labels)`` (first one on ties) and all scores.
 
     With the defaults this is Mukhoti et al. (2020)'s protocol (official code): T = 0.1, 0.2, ..., 10.0,
-    scored by 15-bin equal-width ECE on the validation set.
+    scored by ``n_bins``-bin (15) equal-width ECE on the validation set, computed from the logits in row blocks
+    without forming (N, K) probabilities. A custom ``score`` gets the probabilities ``softmax(logits / T)`` of
+    each grid point.
     """
-    z, y = as_logits_labels(logits, labels)
-    grid = MUKHOTI_GRID if grid is None else as_float_array(grid, "grid", ndim=1)
-    if grid.size == 0 or np.any(grid <= 0):
-        raise ValueError("grid must be a non-empty 1-D array of positive temperatures.")
-    score = score or (lambda p, labels_: metrics.ece(p, labels_, n_bins=15))
-    scores = np.array([score(softmax(z / t, axis=1), y) for t in grid])
+    grid = MUKHOTI_GRID if grid is None else _as_grid(grid, "grid")
+    n_bins = check_int(n_bins, "n_bins")
+    data = _RowBlocks(logits, labels)
+    if score is None:
+        scores = _grid_ece_scores(data, grid, n_bins)
+    else:
+        z = np.asarray(data.z, dtype=np.float64)
+        scores = np.array([score(softmax(z / t, axis=1), data.y) for t in grid])
     return float(grid[int(np.argmin(scores))]), scores
 
 
 class GridEdgeWarning(UserWarning):
-    """A grid search found its best value at the grid's first or last point: the optimum may lie beyond it."""
+    """A grid search found its best value at or near the grid's first or last point: the optimum may lie beyond."""
 
 
-def _grid_edge(grid: np.ndarray, scores: np.ndarray) -> str | None:
-    """"low" or "high" when the best score is at the smallest or largest grid temperature (warning), else None."""
-    best = int(np.argmin(scores))
-    order = np.argsort(grid)
-    edge = "low" if best == order[0] else "high" if best == order[-1] else None
-    if edge is not None and grid.size > 1:
-        t = float(grid[best])
-        wider = (f"np.geomspace({t / 100:.3g}, {float(grid.max()):.3g}, 200)" if edge == "low" else
-                 f"np.geomspace({float(grid.min()):.3g}, {t * 100:.3g}, 200)")
-        warnings.warn(f"the ECE-optimal temperature is the {'smallest' if edge == 'low' else 'largest'} of the grid, "
-                      f"T = {t:g} (validation ECE {float(scores[best]):.4g}); the optimum may lie beyond it. Widen "
-                      f"the grid, e.g. TemperatureScaling('ece', grid={wider}), or compare with the NLL fit "
-                      f"(objective='nll'), which has no grid.", GridEdgeWarning, stacklevel=3)
-    return edge if grid.size > 1 else None
+def _grid_edge(grid: np.ndarray, scores: np.ndarray, noise: float, widen: Callable[[str], str]) -> str | None:
+    """"low" or "high" when the best score is at an end of ``grid`` (warning), else None.
+
+    An end is the first or last ``EDGE_SHARE`` of the grid's points (at least one). It is reported when the best
+    score lies there, or when the best score there is within ``noise`` of the best score: for a noisy objective
+    (a binned ECE on a finite validation set), a minimum a few steps inside the grid cannot be told apart from
+    one at its end. ``widen(edge)`` says how to widen the grid.
+    """
+    if grid.size < 2:
+        return None
+    order = np.argsort(grid, kind="stable")
+    g, s = grid[order], scores[order]
+    m = max(1, math.ceil(EDGE_SHARE * g.size)) if noise > 0 else 1
+    best_at = int(np.argmin(s))
+    best = float(s[best_at])
+    near = {"low": float(s[:m].min()) - best, "high": float(s[-m:].min()) - best}
+    edge = ("low" if best_at < m else "high" if best_at >= g.size - m else
+            min((e for e in near if near[e] <= noise), key=near.get, default=None))
+    if edge is not None:
+        t, end = float(g[best_at]), float(g[0] if edge == "low" else g[-1])
+        why = (f"at the grid's {'smallest' if edge == 'low' else 'largest'} temperature" if t == end else
+               f"within {noise:.2g} (the sampling noise of the objective) of the best score among the grid's "
+               f"{'lowest' if edge == 'low' else 'highest'} {m} temperatures (up to T = {end:g})" if best_at >= m
+               and best_at < g.size - m else f"among the grid's {m} {'lowest' if edge == 'low' else 'highest'} "
+               f"temperatures (the end is T = {end:g})")
+        warnings.warn(f"the best temperature on the grid, T = {t:g} (score {best:.4g}), is {why}; the optimum "
+                      f"may lie {'below' if edge == 'low' else 'beyond'} T = {end:g}. Widen the grid, e.g. "
+                      f"{widen(edge)}.", GridEdgeWarning, stacklevel=3)
+    return edge
 
 
-class TemperatureScaling:
+def _sampling_noise(n: int) -> float:
+    """1 / (2 sqrt(N)): the largest standard error of an accuracy measured on N samples, the scale below which
+    two binned ECEs of one validation set cannot be told apart."""
+    return 0.5 / math.sqrt(n)
+
+
+class TemperatureScaling(_Estimator):
     """Temperature scaling: ``softmax(z / T)`` with one scalar T fitted on validation logits (Guo et al. 2017).
 
     Parameters
@@ -132,15 +358,16 @@ class TemperatureScaling:
 
     Attributes
     ----------
-    temperature : float
+    temperature_ : float
         The fitted T (> 1 softens over-confident logits).
-    grid_scores : ndarray or None
+    grid_scores_ : ndarray or None
         For the grid objective, the validation score at each grid temperature.
-    at_edge : {"low", "high"} or None
-        For the grid objective, whether the best temperature is the grid's smallest ("low") or largest ("high"):
-        the optimum may then lie outside the grid, and :meth:`fit` warns (``calib.posthoc.GridEdgeWarning``) with a grid
-        to try instead.
-    optimizer_result : scipy.optimize.OptimizeResult or None
+    at_edge_ : {"low", "high"} or None
+        For the grid objective, whether the best temperature is at or near the grid's smallest ("low") or largest
+        ("high") end (within :data:`EDGE_SHARE` of its points, or matched there within the ECE's sampling noise
+        1 / (2 sqrt(N))): the optimum may then lie outside the grid, and :meth:`fit` warns
+        (:class:`GridEdgeWarning`) with a grid to try instead.
+    optimizer_result_ : scipy.optimize.OptimizeResult or None
         For "sb-ece", the optimiser's report (``fun`` is the validation SB-ECE at the fitted T).
     """
 
@@ -148,50 +375,72 @@ class TemperatureScaling:
 
     def __init__(self, objective: str = "nll", n_bins: int = 15, grid=None, sb_temperature: float = 0.01,
                  sb_norm: str = "l2", sb_estimator: str = "bin"):
-        self.objective = check_choice(objective, "objective", self.OBJECTIVES)
-        self.n_bins = check_int(n_bins, "n_bins")
-        self.grid = None if grid is None else as_float_array(grid, "grid", ndim=1)
-        self.sb_temperature = check_positive(sb_temperature, "sb_temperature")
-        self.sb_norm = check_choice(sb_norm, "sb_norm", ("l1", "l2"))
-        self.sb_estimator = check_choice(sb_estimator, "sb_estimator", ("bin", "label"))
-        self.temperature: float | None = None
-        self.grid_scores: np.ndarray | None = None
-        self.at_edge: str | None = None
-        self.optimizer_result = None
+        self.objective = objective
+        self.n_bins = n_bins
+        self.grid = grid
+        self.sb_temperature = sb_temperature
+        self.sb_norm = sb_norm
+        self.sb_estimator = sb_estimator
+
+    temperature = _deprecated_alias("temperature", "temperature_")
+    grid_scores = _deprecated_alias("grid_scores", "grid_scores_")
+    at_edge = _deprecated_alias("at_edge", "at_edge_")
+    optimizer_result = _deprecated_alias("optimizer_result", "optimizer_result_")
 
     def fit(self, logits, labels) -> "TemperatureScaling":
         """Fit T on validation logits (N, K) and integer labels (N,) by ``objective``; returns self."""
-        if self.objective == "nll":
-            self.temperature = fit_temperature_nll(logits, labels)
-        elif self.objective == "sb-ece":
-            self.temperature, self.optimizer_result = fit_temperature_sb_ece(
-                logits, labels, n_bins=self.n_bins, sb_temperature=self.sb_temperature, norm=self.sb_norm,
+        objective = check_choice(self.objective, "objective", self.OBJECTIVES)
+        n_bins = check_int(self.n_bins, "n_bins")
+        grid = MUKHOTI_GRID if self.grid is None else _as_grid(self.grid, "grid")
+        sb_temperature = check_positive(self.sb_temperature, "sb_temperature")
+        check_choice(self.sb_norm, "sb_norm", ("l1", "l2"))
+        check_choice(self.sb_estimator, "sb_estimator", ("bin", "label"))
+        self.grid_scores_, self.at_edge_, self.optimizer_result_ = None, None, None
+        if objective == "sb-ece":
+            self.temperature_, self.optimizer_result_ = fit_temperature_sb_ece(
+                logits, labels, n_bins=n_bins, sb_temperature=sb_temperature, norm=self.sb_norm,
                 estimator=self.sb_estimator)
-        else:
-            n_bins = self.n_bins
-            self.temperature, self.grid_scores = fit_temperature_grid(
-                logits, labels, self.grid, score=lambda p, y: metrics.ece(p, y, n_bins=n_bins))
-            self.at_edge = _grid_edge(self.grid if self.grid is not None else MUKHOTI_GRID, self.grid_scores)
+            return self
+        data = _RowBlocks(logits, labels)
+        if objective == "nll":
+            self.temperature_ = _fit_temperature_nll(data)
+            return self
+        self.grid_scores_ = _grid_ece_scores(data, grid, n_bins)
+        self.temperature_ = float(grid[int(np.argmin(self.grid_scores_))])
+
+        def widen(edge):
+            lo, hi = (self.temperature_ / 100, float(grid.max())) if edge == "low" else (float(grid.min()),
+                                                                                           self.temperature_ * 100)
+            return (f"TemperatureScaling('ece', grid=np.geomspace({lo:.3g}, {hi:.3g}, 200)), or compare with the "
+                    f"NLL fit (objective='nll'), which has no grid")
+
+        self.at_edge_ = _grid_edge(grid, self.grid_scores_, _sampling_noise(data.n), widen)
         return self
 
     def _check_fitted(self) -> float:
-        if self.temperature is None:
+        if not hasattr(self, "temperature_"):
             raise ValueError("this TemperatureScaling is not fitted yet; call fit(logits, labels) first.")
-        return self.temperature
+        return self.temperature_
 
-    def predict_logits(self, logits) -> np.ndarray:
-        """The scaled logits ``z / T``."""
+    def predict_logits(self, logits):
+        """The scaled logits ``z / T`` (a float64 ndarray, or a tensor for a tensor: see the module's policy)."""
         t = self._check_fitted()
+        if _is_tensor(logits):
+            return _checked_tensor(logits) / t
         return as_scores(logits, "logits", kind="logits") / t
 
-    def predict_proba(self, logits) -> np.ndarray:
-        """The calibrated probabilities ``softmax(z / T)`` (float64)."""
-        return softmax(self.predict_logits(logits), axis=1)
+    def predict_proba(self, logits):
+        """The calibrated probabilities ``softmax(z / T)``: float64 for a numpy input, a tensor of the input's
+        dtype and device for a tensor (module docstring)."""
+        t = self._check_fitted()
+        if _is_tensor(logits):
+            import torch
 
-    def __repr__(self) -> str:
-        fitted = f", temperature={self.temperature:.4g}" if self.temperature is not None else ""
-        return f"TemperatureScaling(objective={self.objective!r}{fitted})"
-
+            z = _checked_tensor(logits)
+            low = z.dtype in (torch.float16, torch.bfloat16)
+            out = torch.softmax((z.float() if low else z) / t, dim=1)
+            return out.to(z.dtype) if low else out
+        return softmax(as_scores(logits, "logits", kind="logits") / t, axis=1)
 
 def fit_temperature_sb_ece(logits, labels, n_bins: int = 15, sb_temperature: float = 0.01, norm: str = "l2",
                            estimator: str = "bin", start: float | None = None, max_iter: int = 200):
@@ -252,8 +501,6 @@ def fit_temperature_sb_ece(logits, labels, n_bins: int = 15, sb_temperature: flo
     return float(np.exp(result.x[0])), result
 
 
-__all__ = ["TemperatureScaling", "fit_temperature_nll", "fit_temperature_grid", "fit_temperature_sb_ece",
-           "MUKHOTI_GRID"]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -432,10 +679,7 @@ def _as_gamma_grid(gammas) -> np.ndarray:
 
 
 def _as_temperature_grid(temperatures) -> np.ndarray:
-    arr = as_float_array(temperatures, "temperatures", ndim=1)
-    if arr.size == 0 or np.any(arr <= 0):
-        raise ValueError(f"temperatures must be a non-empty 1-D array of positive values; got {arr!r}.")
-    return arr
+    return _as_grid(temperatures, "temperatures")
 
 
 def focal_temperature_scores(logits, labels, gammas=None, temperatures=None, objective: str = "ece",
@@ -477,7 +721,7 @@ def focal_temperature_scores(logits, labels, gammas=None, temperatures=None, obj
     return _fts_grid(_FTSData(z, y), g, t, objective, n_bins)
 
 
-class FocalTemperatureScaling:
+class FocalTemperatureScaling(_Estimator):
     r"""Focal temperature scaling: ``p_hat_gamma(softmax(z / T))`` with (gamma, T) chosen on validation logits.
 
     Komisarenko & Kull (2024), Sec. 4.2: temperature scaling followed by the focal calibration map of Eq. 1
@@ -509,15 +753,19 @@ class FocalTemperatureScaling:
 
     Attributes
     ----------
-    gamma, temperature : float
+    gamma_, temperature_ : float
         The chosen evaluation gamma and temperature (first minimum on ties: gammas in the given order, then T).
-    score : float
-        The validation objective at (gamma, temperature).
-    grid_scores : ndarray, shape (len(gammas), len(temperatures))
+    score_ : float
+        The validation objective at (gamma_, temperature_).
+    grid_scores_ : ndarray, shape (len(gammas), len(temperatures)), or None
         "grid" search: the validation objective at every grid point.
-    path : dict
+    path_ : dict or None
         "line" search: ``anchor_temperatures`` (the T of each anchor), ``gammas``, ``temperatures`` and
         ``scores`` of the points on the line, and ``n_evaluations``.
+    at_edge_ : {"low", "high"} or None
+        "grid" search: whether the best T of the chosen gamma is at or near an end of the T grid, as for
+        :class:`TemperatureScaling` (the ECE objective allows for its sampling noise, the NLL does not): the
+        optimum may then lie outside the grid, and :meth:`fit` warns (:class:`GridEdgeWarning`).
 
     Examples
     --------
@@ -530,67 +778,232 @@ class FocalTemperatureScaling:
 
     def __init__(self, objective: str = "ece", n_bins: int = 15, gammas=None, temperatures=None,
                  search: str = "grid", anchors=(0.0, 1.0)):
-        self.objective = check_choice(objective, "objective", self.OBJECTIVES)
-        self.n_bins = check_int(n_bins, "n_bins")
-        self.gammas = KOMISARENKO_GAMMAS.copy() if gammas is None else _as_gamma_grid(gammas)
-        self.temperatures = (KOMISARENKO_TEMPERATURES.copy() if temperatures is None
-                             else _as_temperature_grid(temperatures))
-        self.search = check_choice(search, "search", self.SEARCHES)
-        anchors = _as_gamma_grid(anchors)
-        if anchors.shape != (2,) or anchors[0] == anchors[1]:
-            raise ValueError(f"anchors must be two different gammas (>= -1), e.g. (0.0, 1.0); got {anchors!r}.")
+        self.objective = objective
+        self.n_bins = n_bins
+        self.gammas = gammas
+        self.temperatures = temperatures
+        self.search = search
         self.anchors = anchors
-        self.gamma: float | None = None
-        self.temperature: float | None = None
-        self.score: float | None = None
-        self.grid_scores: np.ndarray | None = None
-        self.path: dict | None = None
+
+    gamma = _deprecated_alias("gamma", "gamma_")
+    temperature = _deprecated_alias("temperature", "temperature_")
+    score = _deprecated_alias("score", "score_")
+    grid_scores = _deprecated_alias("grid_scores", "grid_scores_")
+    path = _deprecated_alias("path", "path_")
 
     def fit(self, logits, labels) -> "FocalTemperatureScaling":
         """Choose (gamma, T) on validation logits (N, K) and integer labels (N,); returns self."""
+        objective = check_choice(self.objective, "objective", self.OBJECTIVES)
+        n_bins = check_int(self.n_bins, "n_bins")
+        gammas = KOMISARENKO_GAMMAS if self.gammas is None else _as_gamma_grid(self.gammas)
+        temps = KOMISARENKO_TEMPERATURES if self.temperatures is None else _as_temperature_grid(self.temperatures)
+        search = check_choice(self.search, "search", self.SEARCHES)
+        anchors = _as_gamma_grid(self.anchors)
+        if anchors.shape != (2,) or anchors[0] == anchors[1]:
+            raise ValueError(f"anchors must be two different gammas (>= -1), e.g. (0.0, 1.0); got {anchors!r}.")
         z, y = as_logits_labels(logits, labels)
         data = _FTSData(z, y)
-        temps = self.temperatures
-        if self.search == "grid":
-            scores = _fts_grid(data, self.gammas, temps, self.objective, self.n_bins)
+        self.grid_scores_, self.path_, self.at_edge_ = None, None, None
+        if search == "grid":
+            scores = _fts_grid(data, gammas, temps, objective, n_bins)
             i, j = np.unravel_index(int(np.argmin(scores)), scores.shape)
-            self.grid_scores = scores
-            self.gamma, self.temperature, self.score = float(self.gammas[i]), float(temps[j]), float(scores[i, j])
+            self.grid_scores_ = scores
+            self.gamma_, self.temperature_, self.score_ = float(gammas[i]), float(temps[j]), float(scores[i, j])
+
+            def widen(edge):
+                lo, hi = ((self.temperature_ / 100, float(temps.max())) if edge == "low" else
+                          (float(temps.min()), self.temperature_ * 100))
+                return f"FocalTemperatureScaling(temperatures=np.geomspace({lo:.3g}, {hi:.3g}, 500))"
+
+            noise = _sampling_noise(data.n) if objective == "ece" else 0.0
+            self.at_edge_ = _grid_edge(temps, scores[i], noise, widen)
             return self
-        anchor_scores = _fts_grid(data, self.anchors, temps, self.objective, self.n_bins)
+        anchor_scores = _fts_grid(data, anchors, temps, objective, n_bins)
         best = np.argmin(anchor_scores, axis=1)
         t_a, t_b = temps[best]
-        (g_a, g_b) = self.anchors
-        line_g = np.linspace(self.gammas.min(), self.gammas.max(), len(temps))
+        (g_a, g_b) = anchors
+        line_g = np.linspace(gammas.min(), gammas.max(), len(temps))
         line_t = t_a + (t_b - t_a) * (line_g - g_a) / (g_b - g_a)
         keep = line_t > 0
         line_g, line_t = line_g[keep], line_t[keep]
-        line_s = (_fts_grid(data, line_g, line_t, self.objective, self.n_bins, pairs=True) if line_g.size
+        line_s = (_fts_grid(data, line_g, line_t, objective, n_bins, pairs=True) if line_g.size
                   else np.empty(0))
         candidates = [(float(anchor_scores[0, best[0]]), float(g_a), float(t_a)),
                       (float(anchor_scores[1, best[1]]), float(g_b), float(t_b))]
         if line_s.size:
             k = int(np.argmin(line_s))
             candidates.append((float(line_s[k]), float(line_g[k]), float(line_t[k])))
-        self.score, self.gamma, self.temperature = min(candidates, key=lambda c: c[0])
-        self.path = {"anchor_temperatures": (float(t_a), float(t_b)), "gammas": line_g, "temperatures": line_t,
-                     "scores": line_s, "n_evaluations": 2 * len(temps) + line_g.size}
+        self.score_, self.gamma_, self.temperature_ = min(candidates, key=lambda c: c[0])
+        self.path_ = {"anchor_temperatures": (float(t_a), float(t_b)), "gammas": line_g, "temperatures": line_t,
+                      "scores": line_s, "n_evaluations": 2 * len(temps) + line_g.size}
         return self
 
     def _check_fitted(self) -> tuple[float, float]:
-        if self.temperature is None:
+        if not hasattr(self, "temperature_"):
             raise ValueError("this FocalTemperatureScaling is not fitted yet; call fit(logits, labels) first.")
-        return self.gamma, self.temperature
+        return self.gamma_, self.temperature_
 
-    def predict_proba(self, logits) -> np.ndarray:
-        """The calibrated probabilities ``focal_map(z / T, gamma)`` (float64), rows summing to 1."""
+    def predict_proba(self, logits):
+        """The calibrated probabilities ``focal_map(z / T, gamma)``, rows summing to 1: float64 for a numpy input,
+        a tensor of the input's dtype and device for a tensor (module docstring)."""
         gam, t = self._check_fitted()
+        if _is_tensor(logits):
+            return focal_map(_checked_tensor(logits) / t, gam)
         return focal_map(as_scores(logits, "logits", kind="logits") / t, gam)
 
-    def __repr__(self) -> str:
-        fitted = (f", gamma={self.gamma:.4g}, temperature={self.temperature:.4g}" if self.temperature is not None
-                  else "")
-        return f"FocalTemperatureScaling(objective={self.objective!r}, search={self.search!r}{fitted})"
+
+# ----------------------------------------------------------------------------------------------------------
+# the registry: every post-hoc map of the book by name
+# ----------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FittedMap:
+    """A post-hoc map fitted on validation logits: ``proba`` and ``log_proba`` map logits (N, K) to float64
+    probabilities and their logarithms (exact where a probability underflows to 0); ``params`` holds the
+    fitted ``temperature`` and ``gamma``."""
+
+    name: str
+    params: dict
+    proba: Callable
+    log_proba: Callable
 
 
-__all__ += ["FocalTemperatureScaling", "focal_temperature_scores", "KOMISARENKO_GAMMAS", "KOMISARENKO_TEMPERATURES"]
+def focal_loss_gamma(loss: str | None) -> float | None:
+    """The fixed gamma of a focal-loss name (``"fl-3"`` -> 3.0), asked of the loss registry
+    (:func:`calib.losses.focal_gamma`); None for any other loss, or for a name the registry does not know (a grid's
+    own label, ``"ce-w"``)."""
+    if not isinstance(loss, str):
+        return None
+    from calib.losses import focal_gamma
+
+    try:
+        return focal_gamma(loss)
+    except ValueError:
+        return None
+
+
+def _as_float64(z) -> np.ndarray:
+    return np.asarray(z, dtype=np.float64)
+
+
+def _scaled_softmax(name: str, params: dict) -> FittedMap:
+    t = params.get("temperature", 1.0)
+    return FittedMap(name, params, lambda z: softmax(_as_float64(z) / t, axis=1),
+                     lambda z: log_softmax(_as_float64(z) / t, axis=1))
+
+
+def _scaled_focal(name: str, params: dict) -> FittedMap:
+    t, g = params.get("temperature", 1.0), params["gamma"]
+    return FittedMap(name, params, lambda z: focal_map(_as_float64(z) / t, g),
+                     lambda z: log_focal_map(_as_float64(z) / t, g))
+
+
+def _fit_none(val_logits, val_labels, loss=None) -> FittedMap:
+    return _scaled_softmax("none", {})
+
+
+def _fit_ts(objective: str):
+    def fit(val_logits, val_labels, loss=None) -> FittedMap:
+        ts = TemperatureScaling(objective=objective).fit(val_logits, val_labels)
+        return _scaled_softmax(f"ts-{objective}", {"temperature": ts.temperature_})
+    return fit
+
+
+def _fit_fts(val_logits, val_labels, loss=None) -> FittedMap:
+    fts = FocalTemperatureScaling(objective="ece").fit(val_logits, val_labels)
+    return _scaled_focal("fts", {"temperature": fts.temperature_, "gamma": fts.gamma_})
+
+
+def _fit_psi(val_logits, val_labels, loss=None) -> FittedMap:
+    g = focal_loss_gamma(loss)
+    if g is None:
+        raise ValueError(f"post-hoc map 'psi' (Psi^gamma) needs a fixed-gamma focal loss 'fl-<gamma>'; got "
+                         f"loss={loss!r}.")
+    return _scaled_focal("psi", {"gamma": g})
+
+
+@dataclass(frozen=True)
+class MapSpec:
+    """One post-hoc map in the registry; calling it fits it: ``spec(val_logits, val_labels, loss=None)``.
+
+    Attributes
+    ----------
+    name : str
+        The map's name (``"ts-nll"``), as in chapter 10's tables and ``calib sweep --evaluate``.
+    takes : str
+        What it is fitted on.
+    summary : str
+        What it is, with its paper and equation.
+    fit : callable
+        ``fit(val_logits, val_labels, loss) -> FittedMap``.
+    applies : callable
+        ``applies(loss) -> bool``: whether the map exists for a network trained with ``loss`` (a loss name).
+    """
+
+    name: str
+    takes: str
+    summary: str
+    fit: Callable[..., FittedMap]
+    applies: Callable[[str | None], bool]
+
+    def __call__(self, val_logits, val_labels, loss: str | None = None) -> FittedMap:
+        return self.fit(val_logits, val_labels, loss)
+
+
+_VAL = "validation logits and labels"
+
+
+def _any_loss(loss: str | None) -> bool:
+    return True
+
+#: Every post-hoc map of the book, in chapter 10's order; :func:`get_map`, :func:`map_names`,
+#: ``calib.experiments.fit_posthoc`` and the list in :func:`get_map`'s docstring are generated from it. A new map
+#: is one new row (and its fit function).
+#:
+#: :meta hide-value:
+REGISTRY: tuple[MapSpec, ...] = (
+    MapSpec("none", "nothing", "softmax of the logits as they are", _fit_none, _any_loss),
+    MapSpec("ts-nll", _VAL, "temperature scaling, T by the exact validation NLL (Guo et al. 2017, Sec. 4.2)",
+            _fit_ts("nll"), _any_loss),
+    MapSpec("ts-ece", _VAL, "temperature scaling, T on the grid 0.1, ..., 10 by the 15-bin validation ECE "
+            "(Mukhoti et al. 2020, Sec. 5.1, Eq. 1)", _fit_ts("ece"), _any_loss),
+    MapSpec("fts", _VAL, "focal temperature scaling, (gamma, T) on the paper's grid by the 15-bin equal-mass "
+            "validation ECE (Komisarenko & Kull 2024, Sec. 5.1, Eq. 1)", _fit_fts, _any_loss),
+    MapSpec("psi", "the training loss 'fl-<gamma>' (no fit)", "the focal calibration map Psi^gamma with the "
+            "training gamma (Komisarenko & Kull 2024, Sec. 3.3, Eq. 1)", _fit_psi,
+            lambda loss: focal_loss_gamma(loss) is not None),
+    MapSpec("ts-sb-ece", _VAL, "temperature scaling, T by the soft-binned validation ECE (Karandikar et al. "
+            "2021, Secs. 4.1 and 5.2, Eq. 11)", _fit_ts("sb-ece"), _any_loss),
+)
+
+_MAPS = {spec.name: spec for spec in REGISTRY}
+
+
+def map_names() -> tuple[str, ...]:
+    """The registered post-hoc map names, in :data:`REGISTRY` order."""
+    return tuple(_MAPS)
+
+
+def get_map(name: str) -> MapSpec:
+    """The post-hoc map called ``name``, a :class:`MapSpec`; ``get_map(name)(val_logits, val_labels, loss)``
+    fits it and returns a :class:`FittedMap`.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name, listing the registered ones.
+    """
+    if not isinstance(name, str) or name not in _MAPS:
+        raise ValueError(f"unknown post-hoc map {name!r}; choose from {', '.join(map_names())}.")
+    return _MAPS[name]
+
+
+if get_map.__doc__:  # python -OO strips docstrings
+    get_map.__doc__ += "\n    Notes\n    -----\n    The maps, generated from :data:`REGISTRY`:\n\n" + "\n".join(
+        f"    - ``{s.name}``: {s.summary}; fitted on {s.takes}." for s in REGISTRY) + "\n"
+
+
+__all__ = ["TemperatureScaling", "FocalTemperatureScaling", "GridEdgeWarning", "fit_temperature_nll",
+           "fit_temperature_grid", "fit_temperature_sb_ece", "focal_temperature_scores", "MUKHOTI_GRID",
+           "KOMISARENKO_GAMMAS", "KOMISARENKO_TEMPERATURES", "T_RANGE", "EDGE_SHARE", "MapSpec", "FittedMap",
+           "REGISTRY", "get_map", "map_names", "focal_loss_gamma"]

@@ -149,7 +149,7 @@ def _ch01_ts_limits(part):
     z = np.where(np.arange(20_000) % 2 == 0, 2.5, 0.4)[:, None] * z
     ts = TemperatureScaling("nll").fit(z, y)
     if part == "temperature":
-        return ts.temperature
+        return ts.temperature_
     return metrics.ece(ts.predict_proba(z), y) if part == "ece_after" else metrics.ece(simulate.softmax(z), y)
 
 
@@ -500,7 +500,7 @@ def _stored_focal_scores():
     z, y = np.asarray(arrays["test_logits"], dtype=np.float64), arrays["test_labels"]
     fts = FocalTemperatureScaling(objective="ece", search="line").fit(arrays["val_logits"], arrays["val_labels"])
     psi = fit_posthoc("psi", arrays["val_logits"], arrays["val_labels"], run.loss)
-    logs = [log_softmax(z, axis=1), psi.log_proba(z), log_focal_map(z / fts.temperature, fts.gamma)]
+    logs = [log_softmax(z, axis=1), psi.log_proba(z), log_focal_map(z / fts.temperature_, fts.gamma_)]
     scores = {"ece": [], "nll": [], "accuracy": []}
     for log_p in logs:
         scores["ece"].append(metrics.adaptive_ece(np.exp(log_p), y))

@@ -1,6 +1,6 @@
 """Speed of calib.metrics at N = 10^6 samples, K = 100 classes, against torchmetrics and a per-bin mask loop.
 
-    python tests/benchmarks/metrics.py [--n 1000000] [--k 100] [--repeats 3]
+    python tests/benchmarks/metrics.py [--n 1000000] [--k 100] [--repeats 3] [--dtype float64|float32]
 
 Data (seed 0): float64 probabilities, the softmax of standard normal logits z times 2, and labels drawn
 from softmax(2 z / T) with T = 1.5 for half of the rows and T = 0.75 for the other half (over- and
@@ -10,7 +10,8 @@ every entry alike. calib's times include its input checks (finite, in [0, 1], ro
 in range). ``probs.max(1)`` reads the array once: it is the floor for any top-label metric. torchmetrics
 gets the same float64 tensor (``torch.from_numpy``, no copy) and converts the confidences to float32
 internally, hence differences of order 1e-7 to 1e-6. Not collected by pytest; the numbers depend on the
-machine and its load.
+machine and its load. ``--dtype float32`` casts the probabilities to float32 (the top-label metrics then check and
+bin them without a float64 copy, issue 30 item 5).
 """
 
 from __future__ import annotations
@@ -56,9 +57,11 @@ def main():
     parser.add_argument("--n", type=int, default=10**6)
     parser.add_argument("--k", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--dtype", choices=("float64", "float32"), default="float64")
     args = parser.parse_args()
     n, k, r = args.n, args.k, args.repeats
     probs, labels = make_data(n, k)
+    probs = probs.astype(args.dtype, copy=False)
 
     entries = [  # (name, function, repeats)
         ("probs.max(1) (one read of probs: the floor)", lambda: probs.max(1), r),
@@ -77,7 +80,7 @@ def main():
         print(f"torchmetrics not available ({exc}); skipping it")
     else:
         p_t, y_t = torch.from_numpy(probs), torch.from_numpy(labels)
-        entries.append((f"torchmetrics multiclass_calibration_error l1 (float64, {torch.get_num_threads()} threads)",
+        entries.append((f"torchmetrics multiclass_calibration_error l1 ({args.dtype}, {torch.get_num_threads()} threads)",
                         lambda: float(multiclass_calibration_error(p_t, y_t, num_classes=k, n_bins=15, norm="l1")),
                         r))
 
@@ -93,7 +96,7 @@ def main():
     best = {name: min(t) for name, t in times.items()}
 
     floor = best[entries[0][0]]
-    print(f"N = {n:,}, K = {k}, float64, best of {r} interleaved runs (classwise quantile: 1); "
+    print(f"N = {n:,}, K = {k}, {args.dtype}, best of {r} interleaved runs (classwise quantile: 1); "
           f"{os.cpu_count()} CPUs, numpy {np.__version__}")
     width = max(len(name) for name in best)
     print(f"{'':{width}}  {'seconds':>8}  {'/ max(1)':>8}  value")
