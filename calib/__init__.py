@@ -9,14 +9,19 @@ checks it against this list; ARCHITECTURE.md explains them):
   ``schedules`` FLSD; ``optimum`` the focal risk and its minimiser; ``calibration_map`` Psi^gamma and the TS
   bounds; ``numerics`` the kernels they share), ``calib.stats`` (seed-level and paired-bootstrap intervals, and
   the rule that turns them into a verdict)
-- layer 1: ``calib.metrics`` (calibration, accuracy and selective-classification metrics),
+- layer 1: ``calib.metrics`` (calibration, accuracy and selective-classification metrics, a package:
+  ``binned`` binned calibration errors and reliability-diagram data; ``scores`` NLL, Brier, accuracy, KS;
+  ``risk_coverage`` confidence scores, risk-coverage curve, AURC; ``registry`` the one table behind
+  ``get_metric``),
   ``calib.soft_binning`` (soft bin membership, SB-ECE and soft uncertainty in numpy, Karandikar et al. 2021),
   ``calib.losses`` (training losses in torch, a package: ``functional`` per-sample losses, ``batch`` batch
   objectives, ``registry`` the one table behind ``get_loss``), ``calib.published`` (the papers' result tables
   as data), ``calib.toy_data`` (the papers' toy problems as seeded generators), ``calib.dataset_files`` (the
   image datasets' files: found, downloaded, read), ``calib.runs`` (the run directory: its files, lock, atomic
   writes and the errors for each damaged file)
-- layer 2: ``calib.posthoc`` (temperature scaling, focal temperature scaling), ``calib.simulate`` (synthetic
+- layer 2: ``calib.posthoc`` (post-hoc maps, a package: ``temperature`` temperature scaling;
+  ``focal_temperature`` focal temperature scaling; ``grid`` the grid-edge check; ``registry`` the one table
+  behind ``get_map``), ``calib.simulate`` (synthetic
   calibrated and miscalibrated models, exact population errors), ``calib.data`` (datasets and loaders),
   ``calib.models`` (networks), ``calib.small_training`` (the in-memory trainings of the chapters: the linear
   toy's gradient descent, a minimal loop)

@@ -12,7 +12,8 @@ and, while a process writes it, the lock ``.calib-train.lock``. Every file is wr
 file of its own (``.<name>.<pid>.<random>.tmp``) and ``os.replace``, so a crash leaves the previous file, and
 two writers never share a temporary. Each damaged file is reported by a named error that names the file and
 what to do (:class:`CorruptRunError`); a logits file is read without pickles (``allow_pickle=False``), so a
-store can never run code.
+store can never run code. The provenance that ``meta.json`` records (:func:`git_commit`, :func:`git_dirty`,
+:func:`device_name`) is taken here too.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import os
 import platform
 import secrets
 import shutil
+import subprocess
 import time
 import zipfile
 from dataclasses import dataclass, field
@@ -33,7 +35,7 @@ import numpy as np
 __all__ = ["META", "HISTORY", "LOGITS", "CHECKPOINT", "RUN_FILES", "DISCARDABLE", "LOGIT_KEYS", "Run", "load_run",
            "read_json_object", "read_logits", "read_checkpoint", "write_atomic", "write_json", "write_logits", "RunLock",
            "remove_temporaries", "run_owner", "RunLockedError", "CorruptRunError", "DiskFullError",
-           "RunConfigError", "ReadOnlyRunError"]
+           "RunConfigError", "ReadOnlyRunError", "git_commit", "git_dirty", "device_name"]
 
 #: The run's metadata: config, versions, device, CPU instruction set, git commit, wall time, ``finished``.
 META = "meta.json"
@@ -354,3 +356,44 @@ class RunLock:
 
     def __exit__(self, *exc) -> None:
         self.release(remove=True)                  # also after an error: no lock file is left in the directory
+
+
+# ----------------------------------------------------------------------------------------------------------
+# provenance: where a run was computed (meta.json's device_name, git_commit, git_dirty)
+# ----------------------------------------------------------------------------------------------------------
+
+def git_commit() -> str | None:
+    """The commit of the git checkout that holds calib (``git rev-parse HEAD``); None outside a checkout or
+    without git."""
+    here = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def git_dirty() -> bool | None:
+    """Whether the library's files differ from the recorded commit (uncommitted changes under calib/)."""
+    here = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no", "--", "calib"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return bool(out.stdout.strip()) if out.returncode == 0 else None
+
+
+def device_name(device) -> str:
+    """The name of a ``torch.device``: the GPU's name for CUDA, the CPU's model and core count otherwise."""
+    if device.type == "cuda":
+        import torch
+
+        return torch.cuda.get_device_name(device)
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return f"CPU: {line.split(':', 1)[1].strip()} ({os.cpu_count()} cores)"
+    except OSError:
+        pass
+    return f"CPU: {platform.processor() or platform.machine()} ({os.cpu_count()} cores)"

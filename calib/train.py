@@ -14,9 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import platform
 import random
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -176,38 +174,6 @@ class TrainConfig:
 def _json_float(x) -> float | None:
     x = float(x)
     return x if np.isfinite(x) else None
-
-
-def _git_commit() -> str | None:
-    here = Path(__file__).resolve().parent.parent
-    try:
-        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
-def _git_dirty() -> bool | None:
-    """Whether the library's files differ from the recorded commit (uncommitted changes under calib/)."""
-    here = Path(__file__).resolve().parent.parent
-    try:
-        out = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no", "--", "calib"],
-                             capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return bool(out.stdout.strip()) if out.returncode == 0 else None
-
-
-def _device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return f"CPU: {line.split(':', 1)[1].strip()} ({os.cpu_count()} cores)"
-    except OSError:
-        pass
-    return f"CPU: {platform.processor() or platform.machine()} ({os.cpu_count()} cores)"
 
 
 @contextlib.contextmanager
@@ -527,13 +493,13 @@ class Trainer:
         import calib
 
         kernels = cpu_kernel_setting()
-        return {"config": self.config.identity(), "diagnostics": self.config.diagnostics, "device": str(self.device), "device_name": _device_name(self.device),
+        return {"config": self.config.identity(), "diagnostics": self.config.diagnostics, "device": str(self.device), "device_name": runs.device_name(self.device),
                 "finished": finished, "epochs_done": self.epoch, "wall_time_s": round(self.wall_time, 3),
                 "n_parameters": self.n_parameters, "dataset": {"name": self.dataset.name, "source": self.dataset.source,
                 "n_train": len(self.dataset.y_train), "n_val": len(self.dataset.y_val), "n_test": len(self.dataset.y_test)},
                 "versions": {"calib": getattr(calib, "__version__", "0.1.0"), "torch": torch.__version__,
                              "numpy": np.__version__, "scipy": scipy.__version__, "python": sys.version.split()[0]},
-                "git_commit": _git_commit(), "git_dirty": _git_dirty(), "threads": torch.get_num_threads(),
+                "git_commit": runs.git_commit(), "git_dirty": runs.git_dirty(), "threads": torch.get_num_threads(),
                 "cpu_capability": kernels["capability"], "cpu_kernels": kernels["variables"],
                 "written": time.strftime("%Y-%m-%d %H:%M:%S"), **({"discarded": list(discarded)} if finished else {})}
 

@@ -191,7 +191,7 @@ def test_classwise_uniform_across_row_blocks(monkeypatch):
     """Tiny row blocks (many loop iterations, a short last block) give the same result."""
     p, y = random_data(5, 203, 7, "grid")
     want = metrics.classwise_ece(p, y, n_bins=10)
-    monkeypatch.setattr(metrics, "_BLOCK_ELEMENTS", 7 * 16)
+    monkeypatch.setattr(metrics._binning, "BLOCK_ELEMENTS", 7 * 16)
     assert metrics.classwise_ece(p, y, n_bins=10) == pytest.approx(want, rel=1e-13)
     assert metrics.brier(p, y) == pytest.approx(float(np.mean(np.sum((p - np.eye(7)[y]) ** 2, axis=1))), rel=1e-13)
 
@@ -199,7 +199,7 @@ def test_classwise_uniform_across_row_blocks(monkeypatch):
 def test_classwise_quantile_across_class_blocks(monkeypatch):
     p, y = random_data(6, 150, 9, "grid")
     want = ref_classwise(p, y, 4, "quantile", "l2")
-    monkeypatch.setattr(metrics, "_BLOCK_ELEMENTS", 64)  # one class per block
+    monkeypatch.setattr(metrics._binning, "BLOCK_ELEMENTS", 64)  # one class per block
     assert metrics.classwise_ece(p, y, n_bins=4, binning="quantile", norm="l2") == pytest.approx(want, rel=1e-12)
 
 

@@ -255,7 +255,7 @@ def test_threads_give_the_same_scores(monkeypatch):
     z, y = random_logits(800, 6, 4)
     temps = np.linspace(0.1, 3, 13)
     one = focal_temperature_scores(z, y, temperatures=temps)
-    monkeypatch.setattr(posthoc, "n_threads", lambda work, **kw: 3)
+    monkeypatch.setattr(posthoc.focal_temperature, "n_threads", lambda work, **kw: 3)
     np.testing.assert_array_equal(focal_temperature_scores(z, y, temperatures=temps), one)
 
 
@@ -517,7 +517,7 @@ def test_noisy_ece_objective_near_the_edge_is_reported():
 def test_grid_edge_within_sampling_noise():
     """A best score a few steps inside the grid that the edge region matches within 1 / (2 sqrt(N)) is reported;
     one the edge region does not match is not."""
-    from calib.posthoc import _grid_edge
+    from calib.posthoc.grid import grid_edge as _grid_edge
 
     grid = np.arange(1, 101) * 0.1
     scores = np.linspace(1.0, 0.5, 100)
@@ -603,6 +603,6 @@ def test_a_calibrator_missing_from_the_registry_fails_loudly():
     estimators = {name for name in posthoc.__all__ if inspect.isclass(getattr(posthoc, name))
                   and hasattr(getattr(posthoc, name), "predict_proba")}
     fitters = " ".join(inspect.getsource(spec.fit) for spec in posthoc.REGISTRY)
-    fitters += " ".join(inspect.getsource(f) for f in (posthoc._fit_ts,))
+    fitters += " ".join(inspect.getsource(f) for f in (posthoc.registry._fit_ts,))
     assert estimators == {"TemperatureScaling", "FocalTemperatureScaling"}
     assert all(name in fitters for name in estimators)
