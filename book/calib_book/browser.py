@@ -24,7 +24,7 @@ checked for what a reader would notice:
 
 The static checks (images, links, network) read the HTML files; the rendered ones (math, tables, code, claims)
 read the DOM after Chromium has run the page's scripts; the layout ones (claims' contrast, width, console) run
-:data:`AUDIT_SCRIPT` in the page, which writes what it measured into the DOM.
+``AUDIT_SCRIPT`` in the page, which writes what it measured into the DOM.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ _TEX_COMMAND = re.compile(r"\\[A-Za-z]+")
 _ASCII_MATH = re.compile(r"<=|>=|!=|\^\{|\b[A-Za-z]+_\{|_hat\b|\bsqrt\(|->|\w\^[(\w-]")
 #: The smallest WCAG contrast a claim's text may have against its background (WCAG 2 AA for body text).
 MIN_CONTRAST = 4.5
-#: The window widths the layout is checked at: a phone and a desktop.
+#: The window widths the layout is checked at, a phone and a desktop.
 WIDTHS = (412, 1280)
 
 
@@ -126,7 +126,7 @@ window.addEventListener("unhandledrejection", function (e) { window.__calibError
 #: Injected at the end of the page's <body>: once the page has loaded and MathJax has typeset, measures the width
 #: (does the page pan sideways; which elements stick out of the article's column, or scroll with no cue) and the
 #: contrast of the claims' text in the light and the dark theme, and posts it with the page's DOM, as JSON, to the
-#: frame around the page (:data:`AUDIT_FRAME`).
+#: frame around the page (``AUDIT_FRAME``).
 AUDIT_SCRIPT = """<script>
 (function () {
   function rgba(text) {
@@ -216,13 +216,13 @@ AUDIT_SCRIPT = """<script>
   }
   function audit() {
     var html = document.documentElement, result = {width: window.innerWidth, overflow: overflow(), contrast: {}};
-    var theme = html.getAttribute("data-theme"), mode = html.getAttribute("data-mode");
+    result.errors = (window.__calibErrors || []).slice();          // the page's own, before the theme is switched
+    var theme = html.getAttribute("data-theme");
     ["light", "dark"].forEach(function (t) {
-      html.setAttribute("data-theme", t); html.setAttribute("data-mode", t);
+      html.setAttribute("data-theme", t);
       result.contrast[t] = claimContrast();
     });
-    html.setAttribute("data-theme", theme || "light"); html.setAttribute("data-mode", mode || "");
-    result.errors = window.__calibErrors || [];
+    if (theme === null) { html.removeAttribute("data-theme"); } else { html.setAttribute("data-theme", theme); }
     result.dom = "<!DOCTYPE html>" + html.outerHTML;
     window.parent.postMessage(JSON.stringify(result), "*");
   }
@@ -245,11 +245,11 @@ AUDIT_FRAME = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body s
 
 
 def audit_page(page: Path, chromium: str, width: int, budget_ms: int = 20000) -> tuple[str, dict]:
-    """The DOM of ``page`` rendered ``width`` px wide, and what :data:`AUDIT_SCRIPT` measured there (``overflow``:
+    """The DOM of ``page`` rendered ``width`` px wide, and what ``AUDIT_SCRIPT`` measured there (``overflow``:
     a list of descriptions; ``contrast``: per theme the claim text with the lowest ratio, or None; ``errors``).
 
     The page is copied beside itself with the two scripts added (so that its relative links still resolve), shown
-    in a frame ``width`` px wide (:data:`AUDIT_FRAME`), and the copies removed."""
+    in a frame ``width`` px wide (``AUDIT_FRAME``), and the copies removed."""
     source = page.read_text(encoding="utf-8", errors="replace")
     head = re.search(r"<head[^>]*>(\s*<meta charset[^>]*>)?", source)
     at = head.end() if head else 0
@@ -357,7 +357,7 @@ def _context(text: str, at: int, width: int = 40) -> str:
 
 
 def _check_audit(report: PageReport, audit: dict, errors: bool = True) -> None:
-    """Turn what :data:`AUDIT_SCRIPT` measured at one width into counts and problems; ``errors``: count the
+    """Turn what ``AUDIT_SCRIPT`` measured at one width into counts and problems; ``errors``: count the
     console errors too (once a page: each width logs the same)."""
     width = audit["width"]
     report.overflowing[width] = len(audit["overflow"])
