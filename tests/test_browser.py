@@ -142,6 +142,8 @@ def claim_entry(paragraph: str) -> str:
     ("the step needs f'(s) <= c e^{cs}", "ASCII math"),
     ("K^(1/rho) cwECE_rho", "ASCII math"),
     ("n^{1/rho} sqrt(BS)", "ASCII math"),
+    ("g = (1-p)^gamma - gamma p (1-p)^(gamma-1) log p", "ASCII math"),
+    ("the abstract truncates (82.7 -> 82)", "ASCII math"),
 ])
 def test_a_claim_with_raw_tex_or_ascii_math_is_reported(paragraph, expected):
     report = rendered_problems(page(claim_entry(paragraph)))

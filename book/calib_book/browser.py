@@ -52,7 +52,7 @@ _HASH_NAME = re.compile(r"(^|/)[0-9a-f]{16,}\.(png|jpe?g|svg|gif)$")
 _TEX_COMMAND = re.compile(r"\\[A-Za-z]+")
 #: ASCII stand-ins for math that a statement writes as MyST math instead: <= >= != ^{ _{ p_hat sqrt( -> and a
 #: power such as K^(1/rho) or c^2.
-_ASCII_MATH = re.compile(r"<=|>=|!=|\^\{|\b[A-Za-z]+_\{|_hat\b|\bsqrt\(|->|\w\^[(\w-]")
+_ASCII_MATH = re.compile(r"<=|>=|!=|\^\{|\b[A-Za-z]+_\{|_hat\b|\bsqrt\(|->|[\w)]\^[(\w-]")
 #: The smallest WCAG contrast a claim's text may have against its background (WCAG 2 AA for body text).
 MIN_CONTRAST = 4.5
 #: The window widths the layout is checked at, a phone and a desktop.
