@@ -126,3 +126,104 @@ def test_chromium_runs_the_page_scripts_offline(site):
     (site / "js.html").write_text(page("<article><p>x</p></article>" + script))
     dom = browser.rendered_dom(site / "js.html", browser.find_chromium(), budget_ms=2000)
     assert 'id="done"' in dom
+
+
+# --- the claims' text: statements, quotes, corrections and remarks typeset, never raw TeX or ASCII math ---------
+
+def claim_entry(paragraph: str) -> str:
+    return (f'<article><div class="claim-entry verdict-false"><p><span class="claim-badge">false</span> '
+            f'<strong>Prop. 5</strong></p><p>{paragraph}</p>'
+            '<p class="claim-evidence"><span>Evidence:</span> p_hat_j >= q_j fails at n = 4</p></div></article>')
+
+
+@pytest.mark.parametrize("paragraph, expected", [
+    ("\\operatorname{ECE}(f)\\geq\\sup_{B}", "raw TeX"),                           # issue 26: the errata page
+    ("the focal map never lowers the top class, p_hat_j >= q_j", "ASCII math"),
+    ("the step needs f'(s) <= c e^{cs}", "ASCII math"),
+    ("K^(1/rho) cwECE_rho", "ASCII math"),
+    ("n^{1/rho} sqrt(BS)", "ASCII math"),
+    ("g = (1-p)^gamma - gamma p (1-p)^(gamma-1) log p", "ASCII math"),
+    ("the abstract truncates (82.7 -> 82)", "ASCII math"),
+])
+def test_a_claim_with_raw_tex_or_ascii_math_is_reported(paragraph, expected):
+    report = rendered_problems(page(claim_entry(paragraph)))
+    assert any(expected in p for p in report.problems), report.problems
+
+
+def test_claim_math_in_math_code_or_evidence_is_not_reported():
+    typeset = ('the focal map never lowers the top class, <span class="math notranslate nohighlight">'
+               '<mjx-container>\\hat p_j \\ge q_j</mjx-container></span>; run <code>calib --gamma=3</code>')
+    report = rendered_problems(page(claim_entry(typeset)))
+    assert report.ok and (report.raw_tex, report.ascii_math) == (0, 0), report.problems
+    line = ('<article><div class="claim-line"><p class="claim-statement">p_hat_j >= q_j</p></div></article>')
+    assert rendered_problems(page(line)).ascii_math == 1                       # a chapter's claim block too
+
+
+# --- layout in Chromium: width at a phone and a desktop, contrast in both themes, console errors -------------
+
+needs_chromium = pytest.mark.skipif(browser.find_chromium() is None, reason="no chromium on the PATH")
+
+STATIC = __import__("pathlib").Path(__file__).resolve().parents[1] / "book" / "_static"
+LAYOUT_HEAD = ("<style>body{margin:0;background:#fff;color:#222} article{width:360px;margin:0 auto}"
+               'html[data-theme="dark"] body{background:#121212;color:#ddd}'
+               ".pink{color:#e83e8c;background:#e0e0e0}"
+               'html[data-theme="dark"] .fades{color:#333}</style>')
+
+
+def audited(site, body, head=LAYOUT_HEAD, width=412):
+    (site / "lay.html").write_text(page(f"<article>{body}</article>", head))
+    report = browser.PageReport("lay.html")
+    _, audit = browser.audit_page(site / "lay.html", browser.find_chromium(), width, budget_ms=3000)
+    browser._check_audit(report, audit)
+    return report
+
+
+@needs_chromium
+def test_a_clean_layout_passes_at_both_widths(site):
+    body = '<div class="claim-line"><p class="claim-statement">holds: the computation confirms the verdict</p></div>'
+    for width in browser.WIDTHS:
+        report = audited(site, body, width=width)
+        assert report.ok, report.problems
+        assert report.overflowing == {width: 0}
+    assert report.min_contrast["light"] > 10 and report.min_contrast["dark"] > 10       # #222 on #fff, #ddd on #121212
+
+
+WIDE_TABLE = '<div style="overflow-x:auto"><table><tr><td style="min-width:900px">wide</td></tr></table></div>'
+
+
+@needs_chromium
+@pytest.mark.parametrize("body, expected", [
+    ('<div style="width:900px">a line of text too long</div>', "the page pans sideways"),
+    ('<div style="width:900px">a line of text too long</div>', "wider than its column"),
+    (WIDE_TABLE, "scrolls sideways with no cue"),
+    ('<pre style="overflow-x:hidden">' + "x" * 300 + "</pre>", "is cut"),
+])
+def test_content_wider_than_its_column_is_reported(site, body, expected):
+    report = audited(site, body)
+    assert any(expected in p for p in report.problems), report.problems
+    assert report.overflowing[412] >= 1
+
+
+@needs_chromium
+def test_a_scroll_box_with_the_book_s_cue_passes(site):
+    head = LAYOUT_HEAD + f"<script>{(STATIC / 'scroll-cue.js').read_text()}</script><style>{(STATIC / 'claims.css').read_text()}</style>"
+    report = audited(site, WIDE_TABLE, head=head)
+    assert report.ok, report.problems
+
+
+@needs_chromium
+@pytest.mark.parametrize("classes, theme", [("pink", "light"), ("fades", "dark")])
+def test_claim_text_below_4_5_to_1_is_reported_in_each_theme(site, classes, theme):
+    body = f'<div class="claim-line {classes}"><p class="claim-statement">[claim ok] p/x</p></div>'
+    report = audited(site, body)
+    assert any(f"in the {theme} theme" in p for p in report.problems), report.problems
+    assert report.min_contrast[theme] < browser.MIN_CONTRAST
+
+
+@needs_chromium
+def test_a_console_error_is_reported(site):
+    """Issue 26: every page logged "Uncaught SyntaxError: Identifier 'THEBE_JS_URL' has already been declared"."""
+    twice = '<script>const THEBE_JS_URL = "a"</script><script>const THEBE_JS_URL = "a"</script>'
+    report = audited(site, "<p>x</p>", head=LAYOUT_HEAD + twice)
+    assert report.console_errors == 1
+    assert any("THEBE_JS_URL" in p and "console error" in p for p in report.problems), report.problems

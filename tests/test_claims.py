@@ -89,15 +89,35 @@ def test_every_verdict_with_its_required_fields_is_recorded(ledger, kwargs):
 def test_an_untested_claim_prints_untested_and_does_not_raise(ledger, capsys):
     rec = claim("paper/u", "needs CIFAR", verdict="untested", about="book",
                 scale={**SCALE, "command": "calib train --data cifar10 ..."})
-    assert rec.passed is None and "[claim untested] paper/u" in capsys.readouterr().out
+    assert rec.passed is None and "[untested] paper/u, about the book; nothing computed here" in capsys.readouterr().out
 
 
 def test_non_strict_mode_records_a_failed_claim_and_goes_on(ledger, monkeypatch, capsys):
     monkeypatch.setenv("CALIB_STRICT", "0")
     rec = claim("paper/wrong", "1 + 1 = 3", passed=(1 + 1 == 3), evidence="1 + 1 = 2")
-    assert rec.passed is False and "[claim FAILED] paper/wrong" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert rec.passed is False and "[holds] paper/wrong, about the paper; the computation does NOT confirm" in out
     (back,) = read_ledger(ledger)
     assert back.passed is False
+
+
+def test_the_claim_line_reads_as_a_verdict_and_what_the_computation_says(ledger):
+    """Issue 26: "[claim ok] ... (not-reproduced ...)" read as a contradiction; the line now shows the verdict as a
+    badge and says that the computation confirms it, with the statement (its math typeset) and the evidence."""
+    rec = claim("paper/nr", "the ECE rises with $\\gamma$ & falls", verdict="not-reproduced", passed=True,
+                quote="rises", evidence="ECE 0.02 < 0.03", scale=SCALE)
+    text = claims.claim_text(rec)
+    assert text == ("[not-reproduced] paper/nr, about the paper; the computation confirms the verdict: "
+                    "ECE 0.02 < 0.03")
+    assert "ok" not in text.split(":")[0]
+    block = claims.claim_html(rec)
+    assert '<div class="claim-line claim-ok verdict-not-reproduced" id="claim-paper-nr">' in block
+    assert '<span class="claim-badge verdict-not-reproduced">not-reproduced</span>' in block
+    assert '<a class="claim-permalink" href="#claim-paper-nr"' in block          # the anchor, shown on hover
+    assert 'rises with <span class="math notranslate nohighlight">\\(\\gamma\\)</span> &amp; falls' in block
+    assert "ECE 0.02 &lt; 0.03" in block and "[claim" not in block
+    unpaired = claims.claim_html(claims.Claim(**{**rec.__dict__, "statement": "costs $5"}))
+    assert "costs $5" in unpaired and "math" not in unpaired.split("claim-statement")[1]
 
 
 def test_claim_anchor_is_a_valid_html_id():

@@ -1,5 +1,7 @@
 """The back-matter pages built from the ledger: ledger, errata, reproduction, released code (calib_book.pages)."""
 
+import pytest
+
 from calib_book import pages
 from calib_book.claims import Claim
 
@@ -33,7 +35,8 @@ def test_ledger_page_explains_the_vocabulary_counts_and_filters():
     assert "**9 claims**" in ledger and "**8** were confirmed" in ledger and "**1** are untested" in ledger
     assert "a \\| b \\* c" in ledger
     assert all(f"| *{v}* |" in ledger for v in pages.VERDICT_MEANINGS)
-    assert "[claim ok]" in ledger                              # what the line under a cell means
+    assert "the computation confirms the verdict" in ledger and "[claim ok]" not in ledger    # the block under a cell
+    assert '<span class="claim-badge verdict-imprecise">imprecise</span> **zhou2025/z**' in ledger
     assert ledger.index("### Mukhoti") < ledger.index("### Zhou")
     # the summary table: paper x verdict, each count a link that sets the filter
     row = next(line for line in ledger.splitlines() if line.startswith("| mukhoti2020 |"))
@@ -91,3 +94,33 @@ def test_status_page_and_unlinked_summary():
     table = pages.summary_table(RECORDS, link=False)
     assert table[0] == "| paper | holds | imprecise | typo | false | not-reproduced | inconclusive | untested | total |"
     assert table[-1] == "| **all** | 2 | 1 | 1 | 2 | 1 | 1 | 1 | 9 |"
+
+
+def test_every_entry_has_its_badge_statement_math_and_evidence_block():
+    rec = _rec(id="komisarenko2024/p5", paper="komisarenko2024", verdict="false", statement="Prop. 5: $\\hat p_j \\ge q_j$",
+               quote="Then $\\hat p_\\gamma(\\mathbf q)_j \\ge q_j$", correction="true for $n \\le 3$",
+               evidence="p_hat_j - q_j = -0.01 < 0 at n = 4")
+    for page in (pages.ledger_page([rec], ["02-focal-gradient"]), pages.errata_page([rec])):
+        assert '<span class="claim-badge verdict-false">false</span>' in page
+        assert "\nProp. 5: $\\hat p_j \\ge q_j$\n" in page                     # the statement's math kept
+        assert "*What holds:* true for $n \\le 3$" in page
+        assert '<p class="claim-evidence"><span class="claim-label">Evidence:</span> p_hat_j - q_j = -0.01 &lt; 0' in page
+
+
+@pytest.mark.parametrize("quote, shown", [
+    # issue 26: a formula the paper's text gives as TeX without dollars is one formula, whole
+    (r"\text{CE}_{\rho}(f)\geq\begin{cases}k\cdot\operatorname{cwECE}_{\rho}(f),\\ \operatorname{ECE}(f),\end{cases}\geq 0",
+     r"$\text{CE}_{\rho}(f)\geq\begin{cases}k\cdot\operatorname{cwECE}_{\rho}(f),\\ \operatorname{ECE}(f),\end{cases}\geq 0$"),
+    (r"\forall s \geq 0 : \frac{1}{1 + e^{-s}} < FC(s)", r"$\forall s \geq 0 : \frac{1}{1 + e^{-s}} < FC(s)$"),
+    ("Apart from this modification, ff^{\\prime} is identical to ff.",
+     "Apart from this modification, $ff^{\\prime}$ is identical to ff."),
+    (r"+ $\gamma_{ev} = 0.25$ 77.5 \pm 0.3", r"+ $\gamma_{ev} = 0.25$ $77.5 \pm 0.3$"),
+    ("on the *test* set", r"on the \*test\* set"),                             # no TeX: text, escaped
+])
+def test_a_quote_s_tex_is_shown_as_math_never_cut(quote, shown):
+    assert pages._quote_md(quote) == shown
+
+
+def test_a_long_statement_is_never_cut():
+    long = "a " * 400 + "$\\begin{cases} x \\\\ y \\end{cases}$"
+    assert pages._md_with_math(long).endswith("$\\begin{cases} x \\\\ y \\end{cases}$")

@@ -12,25 +12,36 @@ checked for what a reader would notice:
 - **figures**: every image's file exists and decodes, and its ``alt`` text describes it (not empty, not the
   file name);
 - **links**: every link inside the book leads to a page that exists, and to an anchor on it when it names one;
-- **offline**: no script or stylesheet is loaded from another host.
+- **offline**: no script or stylesheet is loaded from another host;
+- **claims** (the ledger, errata, reproduction and released-code pages, and the claim blocks under the chapters'
+  cells): no TeX command left as text and no ASCII math (``<=``, ``>=``, ``!=``, ``^{``, ``p_hat``,
+  ``sqrt(``...) outside math and code in a statement, quote, correction or remark (the evidence, measured numbers
+  as the chapter printed them, is not judged); the text of each claim has a WCAG contrast of at least 4.5:1
+  against its background in the light and the dark theme (pydata-sphinx-theme's ``html[data-theme="dark"]``);
+- **width**: at 412 px (a phone) and 1280 px (a desktop) the page does not pan sideways, and nothing in the
+  article is wider than its column unless it scrolls in a box with a visible cue (``scroll-cue.js``);
+- **console**: no error is logged (an uncaught exception, a script that does not parse, ``console.error``).
 
-The static checks (images, links, network) read the HTML files; the rendered ones (math, tables, code) read the
-DOM after Chromium has run the page's scripts.
+The static checks (images, links, network) read the HTML files; the rendered ones (math, tables, code, claims)
+read the DOM after Chromium has run the page's scripts; the layout ones (claims' contrast, width, console) run
+``AUDIT_SCRIPT`` in the page, which writes what it measured into the DOM.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["PageReport", "find_chromium", "rendered_dom", "check_page", "book_pages", "check_book",
-           "visible_code_lines"]
+__all__ = ["PageReport", "find_chromium", "rendered_dom", "audit_page", "check_page", "book_pages", "check_book",
+           "visible_code_lines", "MIN_CONTRAST", "WIDTHS"]
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
 _RAW_TABLE_ROW = re.compile(r"^\s*\|[^|]*\S[^|]*(\|[^|]*\S[^|]*)+\|\s*$")   # | a | b |: two cells or more
@@ -38,6 +49,14 @@ _TABLE_RULE = re.compile(r"\|\s*:?-{3,}:?\s*\|")
 _TEX_DELIMITER = re.compile(r"\\\(|\\\)|\\\[|\\\]|\$\$")
 _DOLLAR_MATH = re.compile(r"(?<![\w$])\$(?!\s)[^$\n]+?(?<!\s)\$(?![\w$])")   # $x$ left as text
 _HASH_NAME = re.compile(r"(^|/)[0-9a-f]{16,}\.(png|jpe?g|svg|gif)$")
+_TEX_COMMAND = re.compile(r"\\[A-Za-z]+")
+#: ASCII stand-ins for math that a statement writes as MyST math instead: <= >= != ^{ _{ p_hat sqrt( -> and a
+#: power such as K^(1/rho) or c^2.
+_ASCII_MATH = re.compile(r"<=|>=|!=|\^\{|\b[A-Za-z]+_\{|_hat\b|\bsqrt\(|->|[\w)]\^[(\w-]")
+#: The smallest WCAG contrast a claim's text may have against its background (WCAG 2 AA for body text).
+MIN_CONTRAST = 4.5
+#: The window widths the layout is checked at, a phone and a desktop.
+WIDTHS = (412, 1280)
 
 
 @dataclass
@@ -50,6 +69,11 @@ class PageReport:
     images: int = 0
     links: int = 0
     visible_code_lines: int = 0
+    raw_tex: int = 0
+    ascii_math: int = 0
+    overflowing: dict = field(default_factory=dict)
+    min_contrast: dict = field(default_factory=dict)
+    console_errors: int = 0
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -75,11 +99,179 @@ def rendered_dom(page: Path, chromium: str, width: int = 1280, budget_ms: int = 
     cmd = [chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-extensions",
            "--disable-background-networking", "--no-first-run", "--mute-audio",
            "--host-resolver-rules=MAP * ~NOTFOUND",     # every host name fails: the page gets nothing from outside
-           f"--window-size={width},2000", f"--virtual-time-budget={budget_ms}", "--dump-dom", page.resolve().as_uri()]
+           f"--window-size={max(width, 500)},2000", f"--virtual-time-budget={budget_ms}", "--dump-dom", page.resolve().as_uri()]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0 or "<html" not in proc.stdout:
         raise RuntimeError(f"chromium could not render {page} (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
     return proc.stdout
+
+
+#: Injected first in the page's <head>: records every error the page logs (uncaught exceptions, scripts that do not
+#: parse, rejected promises, console.error) in window.__calibErrors.
+ERROR_RECORDER = """<script>
+window.__calibErrors = [];
+window.addEventListener("error", function (e) {
+  window.__calibErrors.push(String(e.message || (e.target && (e.target.src || e.target.href)) || e));
+}, true);
+window.addEventListener("unhandledrejection", function (e) { window.__calibErrors.push("Unhandled: " + e.reason); });
+(function () {
+  var original = console.error;
+  console.error = function () {
+    window.__calibErrors.push(Array.prototype.map.call(arguments, String).join(" "));
+    return original.apply(console, arguments);
+  };
+})();
+</script>"""
+
+#: Injected at the end of the page's <body>: once the page has loaded and MathJax has typeset, measures the width
+#: (does the page pan sideways; which elements stick out of the article's column, or scroll with no cue) and the
+#: contrast of the claims' text in the light and the dark theme, and posts it with the page's DOM, as JSON, to the
+#: frame around the page (``AUDIT_FRAME``).
+AUDIT_SCRIPT = """<script>
+(function () {
+  function rgba(text) {
+    var m = text.match(/rgba?\\(([^)]+)\\)/);
+    if (!m) { return [0, 0, 0, 0]; }
+    var v = m[1].split(/[ ,\\/]+/).filter(Boolean).map(parseFloat);
+    return [v[0], v[1], v[2], v.length > 3 ? v[3] : 1];
+  }
+  function over(top, bottom) {                       // top composited over an opaque bottom
+    var a = top[3];
+    return [0, 1, 2].map(function (i) { return top[i] * a + bottom[i] * (1 - a); }).concat([1]);
+  }
+  function background(el) {                          // the layers up to the first opaque one, composited
+    var layers = [];
+    for (var e = el; e; e = e.parentElement) {
+      var c = rgba(getComputedStyle(e).backgroundColor);
+      if (c[3] > 0) { layers.push(c); }
+      if (c[3] >= 1) { break; }
+    }
+    var result = [255, 255, 255, 1];
+    for (var i = layers.length - 1; i >= 0; i--) { result = over(layers[i], result); }
+    return result;
+  }
+  function luminance(c) {
+    var l = c.slice(0, 3).map(function (v) {
+      v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4);
+    });
+    return 0.2126 * l[0] + 0.7152 * l[1] + 0.0722 * l[2];
+  }
+  function contrast(el) {
+    var bg = background(el), fg = over(rgba(getComputedStyle(el).color), bg);
+    var a = luminance(fg), b = luminance(bg);
+    return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+  }
+  function label(el) {
+    var text = (el.textContent || "").trim().replace(/\\s+/g, " ").slice(0, 60);
+    return el.tagName.toLowerCase() + (el.className && typeof el.className === "string" ?
+      "." + el.className.trim().split(/\\s+/).slice(0, 2).join(".") : "") + (text ? " '" + text + "'" : "");
+  }
+  function ownText(el) {
+    return Array.prototype.some.call(el.childNodes, function (n) { return n.nodeType === 3 && n.data.trim(); });
+  }
+  function claimContrast() {
+    var worst = null;
+    document.querySelectorAll(".claim-line, .claim-line *, .claim-entry, .claim-entry *").forEach(function (el) {
+      if (!ownText(el) || !el.getClientRects().length || getComputedStyle(el).visibility === "hidden") { return; }
+      var ratio = contrast(el);
+      if (!worst || ratio < worst.ratio) { worst = {ratio: ratio, element: label(el)}; }
+    });
+    return worst;
+  }
+  function scrolls(style) { return style.overflowX === "auto" || style.overflowX === "scroll"; }
+  function clips(style) { return style.overflowX !== "visible"; }
+  function overflow() {
+    var article = document.querySelector("article.bd-article") || document.querySelector("article") ||
+      document.body;
+    var column = article.getBoundingClientRect(), found = [];
+    article.querySelectorAll("*").forEach(function (el) {
+      if (!el.getClientRects().length) { return; }
+      var style = getComputedStyle(el);
+      if (style.position === "fixed" || style.position === "absolute") { return; }
+      if (el.scrollWidth > el.clientWidth + 1 && el.clientWidth > 0) {
+        if (scrolls(style) && !el.classList.contains("calib-scrolls")) {
+          found.push(label(el) + " scrolls sideways with no cue (" + el.scrollWidth + " px in " +
+                     el.clientWidth + " px)");
+          return;
+        }
+        if (style.overflowX === "hidden" && /^(TABLE|PRE|MJX-CONTAINER)$/.test(el.tagName)) {
+          found.push(label(el) + " is cut (" + el.scrollWidth + " px in " + el.clientWidth + " px)");
+          return;
+        }
+      }
+      var rect = el.getBoundingClientRect();
+      if (rect.right > column.right + 1 || rect.left < column.left - 1) {
+        for (var a = el.parentElement; a && a !== article; a = a.parentElement) {
+          if (clips(getComputedStyle(a))) { return; }
+          var r = a.getBoundingClientRect();
+          if (r.right > column.right + 1 || r.left < column.left - 1) { return; }   // its parent is reported
+        }
+        found.push(label(el) + " is wider than its column (" + Math.round(rect.width) + " px in " +
+                   Math.round(column.width) + " px)");
+      }
+    });
+    var page = document.documentElement.scrollWidth, view = window.innerWidth;
+    if (page > view + 1) { found.unshift("the page pans sideways (" + page + " px in a " + view + " px window)"); }
+    return found;
+  }
+  function audit() {
+    var html = document.documentElement, result = {width: window.innerWidth, overflow: overflow(), contrast: {}};
+    result.errors = (window.__calibErrors || []).slice();          // the page's own, before the theme is switched
+    var theme = html.getAttribute("data-theme");
+    ["light", "dark"].forEach(function (t) {
+      html.setAttribute("data-theme", t);
+      result.contrast[t] = claimContrast();
+    });
+    if (theme === null) { html.removeAttribute("data-theme"); } else { html.setAttribute("data-theme", theme); }
+    result.dom = "<!DOCTYPE html>" + html.outerHTML;
+    window.parent.postMessage(JSON.stringify(result), "*");
+  }
+  window.addEventListener("load", function () {
+    var typeset = window.MathJax && window.MathJax.startup && window.MathJax.startup.promise;
+    (typeset || Promise.resolve()).then(function () { setTimeout(audit, 300); });
+  });
+})();
+</script>"""
+
+
+#: The page that holds the audited page in a frame exactly ``{width}`` px wide (headless Chromium will not make its
+#: window narrower than 500 px) and writes what the audit posts into <textarea id="calib-audit">.
+AUDIT_FRAME = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body style="margin:0">
+<iframe src="{src}" style="border:0;width:{width}px;height:1800px"></iframe>
+<script>window.addEventListener("message", function (e) {{
+  var out = document.createElement("textarea"); out.id = "calib-audit"; out.textContent = e.data;
+  document.body.appendChild(out);
+}});</script></body></html>"""
+
+
+def audit_page(page: Path, chromium: str, width: int, budget_ms: int = 20000) -> tuple[str, dict]:
+    """The DOM of ``page`` rendered ``width`` px wide, and what ``AUDIT_SCRIPT`` measured there (``overflow``:
+    a list of descriptions; ``contrast``: per theme the claim text with the lowest ratio, or None; ``errors``).
+
+    The page is copied beside itself with the two scripts added (so that its relative links still resolve), shown
+    in a frame ``width`` px wide (``AUDIT_FRAME``), and the copies removed."""
+    source = page.read_text(encoding="utf-8", errors="replace")
+    head = re.search(r"<head[^>]*>(\s*<meta charset[^>]*>)?", source)
+    at = head.end() if head else 0
+    body_end = source.rfind("</body>")
+    body_end = body_end if body_end >= 0 else len(source)
+    audited = source[:at] + ERROR_RECORDER + source[at:body_end] + AUDIT_SCRIPT + source[body_end:]
+    copies = []
+    try:
+        for text in (audited, None):
+            fd, name = tempfile.mkstemp(prefix=".audit-", suffix=".html", dir=page.parent)
+            copies.append(Path(name))
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text if text is not None else AUDIT_FRAME.format(src=copies[0].name, width=width))
+        frame = rendered_dom(copies[1], chromium, width=width + 40, budget_ms=budget_ms)
+    finally:
+        for copy in copies:
+            copy.unlink(missing_ok=True)
+    found = _soup(frame).find("textarea", id="calib-audit")
+    if found is None:
+        raise RuntimeError(f"the audit of {page} at {width} px did not finish within {budget_ms} ms of virtual time")
+    audit = json.loads(found.get_text())
+    return audit.pop("dom"), audit
 
 
 def _soup(html: str):
@@ -132,8 +324,63 @@ def _visible_text_lines(soup) -> list[str]:
     return [line for line in body.get_text("\n").splitlines() if line.strip()]
 
 
+def _claim_paragraphs(soup) -> list[str]:
+    """The text of the claims' statements, quotes, corrections and remarks (the ledger pages' entries and the
+    blocks under the chapters' cells), paragraph by paragraph, without math, code or the evidence."""
+    texts = []
+    for block in soup.select(".claim-entry, .claim-line .claim-statement"):
+        block = _soup(str(block))
+        for tag in block.select(".claim-evidence, code, pre, script, mjx-container, .math, math, svg"):
+            tag.decompose()
+        paragraphs = block.select("p") or [block]
+        texts += [" ".join(p.get_text(" ").split()) for p in paragraphs]
+    return [t for t in texts if t]
+
+
+def _check_claims(report: PageReport, soup) -> None:
+    paragraphs = _claim_paragraphs(soup)
+    tex = [t for t in paragraphs if _TEX_COMMAND.search(t)]
+    ascii_math = [t for t in paragraphs if _ASCII_MATH.search(t)]
+    report.raw_tex, report.ascii_math = len(tex), len(ascii_math)
+    if tex:
+        example = _TEX_COMMAND.search(tex[0])
+        report.problems.append(f"{len(tex)} claim paragraph(s) with raw TeX, e.g. {example.group()!r} in "
+                               f"{_context(tex[0], example.start())!r}")
+    if ascii_math:
+        example = _ASCII_MATH.search(ascii_math[0])
+        report.problems.append(f"{len(ascii_math)} claim paragraph(s) with ASCII math, e.g. {example.group()!r} in "
+                               f"{_context(ascii_math[0], example.start())!r}")
+
+
+def _context(text: str, at: int, width: int = 40) -> str:
+    return text[max(0, at - width):at + width]
+
+
+def _check_audit(report: PageReport, audit: dict, errors: bool = True) -> None:
+    """Turn what ``AUDIT_SCRIPT`` measured at one width into counts and problems; ``errors``: count the
+    console errors too (once a page: each width logs the same)."""
+    width = audit["width"]
+    report.overflowing[width] = len(audit["overflow"])
+    if audit["overflow"]:
+        report.problems.append(f"at {width} px, {len(audit['overflow'])} element(s) too wide: "
+                               + "; ".join(audit["overflow"][:3]))
+    for theme, worst in audit["contrast"].items():
+        if worst is None:
+            continue
+        ratio = round(worst["ratio"], 2)
+        report.min_contrast[theme] = min(ratio, report.min_contrast.get(theme, ratio))
+        if worst["ratio"] < MIN_CONTRAST:
+            report.problems.append(f"claim text with contrast {ratio}:1 in the {theme} theme (below "
+                                   f"{MIN_CONTRAST}:1): {worst['element']}")
+    if errors:
+        report.console_errors = len(audit["errors"])
+        if audit["errors"]:
+            report.problems.append(f"{len(audit['errors'])} console error(s), e.g. {audit['errors'][0][:160]!r}")
+
+
 def _check_rendered(report: PageReport, dom: str) -> None:
     soup = _soup(dom)
+    _check_claims(report, soup)
     math = soup.select("span.math, div.math")
     report.formulas = len(soup.find_all("mjx-container"))
     untypeset = [m for m in math if m.find("mjx-container") is None]
@@ -223,7 +470,11 @@ def check_page(page: Path, html_root: Path, chromium: str, ids_of=None) -> PageR
     ids_of = ids_of or _ids_reader()
     report = PageReport(str(page.relative_to(html_root)))
     _check_static(report, page, html_root, ids_of)
-    _check_rendered(report, rendered_dom(page, chromium))
+    for width in sorted(WIDTHS, reverse=True):
+        dom, audit = audit_page(page, chromium, width)
+        if width == max(WIDTHS):
+            _check_rendered(report, dom)
+        _check_audit(report, audit, errors=width == max(WIDTHS))
     return report
 
 
@@ -242,7 +493,8 @@ def _ids_reader():
 def book_pages(html_root: Path) -> list[Path]:
     """The pages a reader reaches: every HTML file of the build except Sphinx's sources and search machinery."""
     skip = {"_sources", "_static", "_images", "_modules"}
-    return sorted(p for p in html_root.rglob("*.html") if not skip & set(p.relative_to(html_root).parts))
+    return sorted(p for p in html_root.rglob("*.html") if not skip & set(p.relative_to(html_root).parts)
+                  and not p.name.startswith(".audit-"))
 
 
 def check_book(html_root: Path, chromium: str | None = None, workers: int = 2,

@@ -259,9 +259,51 @@ def status_word(record: Claim) -> str:
     return "untested" if record.passed is None else ("ok" if record.passed else "FAILED")
 
 
+#: What the computation says about the verdict, by :func:`status_word`: the claim line's words, which never
+#: read as a second verdict ("ok" beside "not-reproduced" read as a contradiction).
+OUTCOME_WORDS = {"ok": "the computation confirms the verdict",
+                 "FAILED": "the computation does NOT confirm the verdict",
+                 "untested": "nothing computed here"}
+
+
+def claim_text(record: Claim) -> str:
+    """The claim line as plain text: ``[verdict] id, about the ...; outcome: evidence``."""
+    evidence = f": {record.evidence}" if record.evidence else ""
+    return (f"[{record.verdict}] {record.id}, about the {record.about}; {OUTCOME_WORDS[status_word(record)]}"
+            f"{evidence}")
+
+
+def _html_with_math(text: str) -> str:
+    """HTML of a text whose ``$...$`` are math: each becomes the ``span.math`` Sphinx writes, which MathJax
+    typesets; an unpaired dollar leaves the whole text as text."""
+    parts = text.split("$")
+    if len(parts) % 2 == 0:
+        return html.escape(text)
+    return "".join(html.escape(p) if i % 2 == 0 else
+                   f'<span class="math notranslate nohighlight">\\({html.escape(p)}\\)</span>'
+                   for i, p in enumerate(parts) if i % 2 == 0 or p.strip())
+
+
+def claim_html(record: Claim) -> str:
+    """The claim line as a block under its cell: a verdict badge, the claim's id with a permalink (its anchor,
+    which the ledger pages link to), what the computation says, the statement and the evidence."""
+    status = status_word(record).lower()
+    return (f'<div class="claim-line claim-{status} verdict-{record.verdict}" id="{record.anchor}">'
+            f'<div class="claim-head"><span class="claim-badge verdict-{record.verdict}">{record.verdict}</span> '
+            f'<a class="claim-permalink" href="#{record.anchor}" title="Permalink to this claim">'
+            f'<code class="claim-id">{html.escape(record.id)}</code><span class="claim-hash" aria-hidden="true">'
+            f' #</span></a> <span class="claim-about">about the {record.about}</span> '
+            f'<span class="claim-outcome">{OUTCOME_WORDS[status_word(record)]}</span></div>'
+            f'<p class="claim-statement">{_html_with_math(record.statement)}</p>'
+            + (f'<p class="claim-evidence"><span class="claim-label">Evidence:</span> '
+               f'{html.escape(record.evidence)}</p>' if record.evidence else "")
+            + "</div>")
+
+
 def _show(record: Claim) -> None:
-    """Print the ``[claim ok]`` line; in a notebook, as HTML carrying the claim's anchor for the ledger pages."""
-    text = f"[claim {status_word(record)}] {record.id} ({record.verdict}, about the {record.about}): {record.evidence}"
+    """Print the claim line (:func:`claim_text`); in a notebook, as the HTML block of :func:`claim_html`, which
+    carries the claim's anchor for the ledger pages."""
+    text = claim_text(record)
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
     if shell is None or "IPKernelApp" not in getattr(shell, "config", {}):
@@ -269,9 +311,7 @@ def _show(record: Claim) -> None:
         return
     from IPython.display import display
 
-    display({"text/html": f'<div class="claim-line claim-{status_word(record).lower()}" id="{record.anchor}">'
-                          f'<code>{html.escape(text)}</code></div>',
-             "text/plain": text}, raw=True, metadata={"claim": record.id})
+    display({"text/html": claim_html(record), "text/plain": text}, raw=True, metadata={"claim": record.id})
 
 
 _FOLD = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-", "\u2014": "-",

@@ -18,6 +18,9 @@ module) and :mod:`calib_book.notebook` (the helpers chapters share for presentat
 
 from __future__ import annotations
 
+import html
+import re
+
 from calib_book import claims as claims_module
 
 __all__ = ["PAPERS", "VERDICT_MEANINGS", "ABOUT_MEANINGS", "vocabulary_table", "summary_table", "ledger_page",
@@ -49,12 +52,63 @@ def _md(text: str) -> str:
 
 
 def _md_with_math(text: str) -> str:
-    """Escape text for MyST but keep its ``$...$`` math (a paper's quote), when the dollars pair up."""
+    """Escape text for MyST but keep its ``$...$`` math (the book's statements and corrections), when the dollars
+    pair up; the whole text, however long, with no cut: a formula is never split."""
     parts = " ".join(str(text).split()).split("$")
     if len(parts) % 2 == 0:                         # an unpaired dollar: show it all as text
         return _md(text)
     return "".join(p.translate(_ESCAPE) if i % 2 == 0 else f"${p}$" for i, p in enumerate(parts)
                    if i % 2 == 0 or p.strip())
+
+
+_TEX_COMMAND = re.compile(r"\\[A-Za-z]+|[\^_]\{")
+_PROSE_WORD = re.compile(r"^[(\"']?[A-Za-z][a-z]+[.,;:)'\"]?$")       # a word of the prose: 'from', 'identical,'
+
+
+def _tex_runs(text: str) -> str:
+    """A paper's words with its TeX (as the extraction of the paper gives it, without dollars) as MyST math.
+
+    Text without a TeX command stays text. Text with no word of prose (a formula, however long, such as
+    ``\\text{CE}_{\\rho}(f)\\geq\\begin{cases}...\\end{cases}``) becomes one formula. Otherwise each run of
+    words that are not prose and hold a TeX command (``ff^{\\prime}``, ``77.5 \\pm 0.3``) becomes a formula;
+    when a run would split a brace group, the whole text is one formula rather than a cut one.
+    """
+    if not _TEX_COMMAND.search(text):
+        return text.translate(_ESCAPE)
+    core = text.strip()
+    if core != text:                                # keep the spaces around it, outside the math
+        lead, trail = text[:len(text) - len(text.lstrip())], text[len(text.rstrip()):]
+        return lead + _tex_runs(core) + trail
+    words = text.split(" ")
+    if not any(_PROSE_WORD.match(w) for w in words):
+        return f"${text}$"
+    out, run = [], []
+
+    def flush():
+        if run:
+            body = " ".join(run)
+            out.append(f"${body}$" if _TEX_COMMAND.search(body) else body.translate(_ESCAPE))
+            run.clear()
+
+    for word in words:
+        if _PROSE_WORD.match(word) or (word.isalpha() and len(word) > 1):
+            flush()
+            out.append(word.translate(_ESCAPE))
+        else:
+            run.append(word)
+    flush()
+    if any(m.count("{") != m.count("}") for m in out if m.startswith("$")):
+        return f"${text}$"
+    return " ".join(out)
+
+
+def _quote_md(quote: str) -> str:
+    """A paper's exact words as MyST: its ``$...$`` math kept, and its TeX without dollars made math
+    (:func:`_tex_runs`), so that no TeX command is left as text."""
+    parts = " ".join(str(quote).split()).split("$")
+    if len(parts) % 2 == 0:
+        return _tex_runs(" ".join(str(quote).split()).replace("$", ""))
+    return "".join(_tex_runs(p) if i % 2 == 0 else f"${p}$" for i, p in enumerate(parts) if i % 2 == 0 or p.strip())
 
 
 def _chapter_link(chapter: str) -> str:
@@ -105,15 +159,22 @@ def _scale_text(scale: dict) -> str:
     return "; ".join(parts)
 
 
+def _badge(verdict: str) -> str:
+    """The verdict as a coloured badge (``book/_static/claims.css``), the same as under a chapter's cell."""
+    return f'<span class="claim-badge verdict-{verdict}">{verdict}</span>'
+
+
 def _entry(c: claims_module.Claim, heading: str) -> list[str]:
-    """One claim as a MyST block (a container whose classes the ledger's filter reads)."""
-    status = {True: "", False: ", **not confirmed**", None: ""}[c.passed]
+    """One claim as a MyST block (a container whose classes the ledger's filter reads): a verdict badge and the
+    claim's name and links, then the statement, the paper's words, what holds, a remark, the scale of the runs and
+    the evidence, each in full with its math typeset."""
+    status = {True: "", False: " · **not confirmed by the computation**", None: ""}[c.passed]
     about = "" if c.about == "paper" else f" (about the {'released code' if c.about == 'code' else 'book'})"
     lines = [f"```{{container}} claim-entry paper-{c.paper} verdict-{c.verdict} about-{c.about}",
-             f"{heading} · *{c.verdict}*{about}{status} · {_chapter_link(c.chapter)} · {_cell_link(c)}", "",
-             f"{_md(c.statement)}", ""]
+             f"{_badge(c.verdict)} {heading}{about}{status} · {_chapter_link(c.chapter)} · {_cell_link(c)}", "",
+             _md_with_math(c.statement), ""]
     if c.quote:
-        lines += [f"> {_md_with_math(c.quote)}", ""]
+        lines += [f"> {_quote_md(c.quote)}", ""]
     for label, text in (("What holds", c.correction), ("Remark", c.remark)):
         if text:
             lines += [f"*{label}:* {_md_with_math(text)}", ""]
@@ -123,7 +184,8 @@ def _entry(c: claims_module.Claim, heading: str) -> list[str]:
             lines += [f"*Command that would test it:* `{c.scale['command']}`" if "`" not in str(c.scale["command"])
                       else f"*Command that would test it:* {_md(c.scale['command'])}", ""]
     if c.evidence:
-        lines += [f"*Evidence:* {_md(c.evidence)}", ""]
+        lines += [f'<p class="claim-evidence"><span class="claim-label">Evidence:</span> {html.escape(c.evidence)}'
+                  "</p>", ""]
     return lines + ["```", ""]
 
 
@@ -183,10 +245,13 @@ def ledger_page(records: list[claims_module.Claim], order: list[str]) -> str:
            "Each claim is *about* the paper's text, the authors' released code (never an erratum of the paper), or "
            "the book's own finding that extends a paper. Claims about a training outcome are judged from several "
            "seeds and an interval (`calib.stats`), never from one run.", "",
-           "**The line under a cell.** When a chapter runs, each claim prints one line such as "
-           "`[claim ok] mukhoti2020/prop2 (holds, about the paper): max |g-1| = 3e-16`. *ok* means the computation "
-           "in that cell confirmed the verdict; *untested* means nothing could be computed here. A claim that is "
-           "not confirmed stops the chapter, so every *ok* below was checked by the run that built this page.", "",
+           "**The block under a cell.** When a chapter runs, each claim shows its verdict as a badge, its name "
+           "(a permalink: the entries below link to it), what the computation says and the measured evidence; as "
+           "text, `[holds] mukhoti2020/prop2, about the paper; the computation confirms the verdict: max |g-1| = "
+           "3e-16`. *The computation confirms the verdict* means the cell's computation gave the verdict shown, "
+           "whichever it is (*holds*, *false*, *not-reproduced*...); *nothing computed here* marks an untested "
+           "claim. A claim that is not confirmed stops the chapter, so every verdict below was checked by the run "
+           "that built this page.", "",
            "Pages built from this ledger: the {doc}`errata <errata>` (the papers' false, imprecise and mistyped "
            "statements), {doc}`reproduction <reproduction>` (what our runs could not show or did not test) and "
            "{doc}`released code <released-code>` (notes on the authors' code).", "",
@@ -231,14 +296,7 @@ def errata_page(records: list[claims_module.Claim]) -> str:
         for paper in _paper_order(mine):
             out += [f"### {PAPERS.get(paper, paper)}", ""]
             for c in (c for c in mine if c.paper == paper):
-                out += [f"**{_md(c.where) or _md(c.id)}** ({_md(c.id)}): {_md(c.statement)}", "",
-                        f"> {_md_with_math(c.quote)}", "",
-                        f"*What holds:* {_md_with_math(c.correction)} ({_cell_link(c, 'computation')}, "
-                        f"{_chapter_link(c.chapter)})", ""]
-                if c.remark:
-                    out += [f"*Remark:* {_md_with_math(c.remark)}", ""]
-                if c.evidence:
-                    out += [f"*Evidence:* {_md(c.evidence)}", ""]
+                out += _entry(c, f"**{_md(c.where) or _md(c.id)}** ({_md(c.id)})")
     if not wrong:
         out.append("No statement has been found wrong so far.")
     return "\n".join(out) + "\n"
