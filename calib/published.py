@@ -165,7 +165,7 @@ def paper_layout(rows, row_by=("dataset", "model"), col_by=("method", "stage"), 
     """A printed table put back in the paper's layout: one line per distinct ``row_by`` label and one column
     per distinct ``col_by`` label, both in printed order (the order of the CSV), each cell :func:`cell_text`.
 
-    Returns ``(header, body)`` for :func:`calib.notebook.markdown_table`. Label fields that are empty in every row
+    Returns ``(header, body)`` for the book's ``calib_book.notebook.markdown_table``. Label fields that are empty in every row
     (e.g. the model of Komisarenko & Kull's Table 1, which prints none) get no column. Raises ValueError when
     two printed numbers fall in the same cell (``row_by``/``col_by`` do not identify a cell)."""
     rows = list(rows)

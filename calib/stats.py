@@ -17,7 +17,7 @@ never from one run:
 - :func:`cohens_d`: the standardised difference of two means from their summary statistics, the effect size a
   paper reports when it states "a large effect" (Karandikar et al. 2021, Fig. 1).
 
-The verdict words are those of :mod:`calib.claims`.
+The verdict words are those of the book's claims ledger (``calib_book.claims``, ARCHITECTURE.md).
 """
 
 from __future__ import annotations

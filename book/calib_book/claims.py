@@ -1,7 +1,7 @@
 """The claims ledger: every checkable statement a chapter makes, with the verdict a referee would sign.
 
 A chapter records a claim with :func:`claim`. The *verdict* judges the paper's statement as printed, read with
-its hedges ("about", "≈", "may") and the conditions the paper states elsewhere (DESIGN.md, "The claims ledger"):
+its hedges ("about", "≈", "may") and the conditions the paper states elsewhere (ARCHITECTURE.md, "The claim record"):
 
 ================  ====================================================================  ===================
 verdict           meaning                                                               required field

@@ -13,7 +13,7 @@ staged book (``_build/src/book/``) before jupyter-book renders it:
 
 Part of the book's machinery (:mod:`calib_book`), beside :mod:`calib_book.runner` (the runner, which imports this
 module) and :mod:`calib_book.notebook` (the helpers chapters share for presentation); it reads
-:mod:`calib_book.claims` only. The verdicts and their meanings are those of DESIGN.md, "The claims ledger".
+:mod:`calib_book.claims` only. The verdicts and their meanings are those of ARCHITECTURE.md, "The claim record".
 """
 
 from __future__ import annotations
