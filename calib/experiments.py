@@ -425,13 +425,13 @@ def _store_fix(run_dir: Path) -> str:
 # ---------------------------------------------------------------------------------- post-hoc and metrics
 
 #: The post-hoc maps of chapter 10, each fitted on the validation logits, in the order of the registry
-#: :data:`calib.posthoc.REGISTRY` (which says what each is, with its paper): none; temperature scaling by
+#: :data:`calib.posthoc.REGISTRY <calib.posthoc.registry.REGISTRY>` (which says what each is, with its paper): none; temperature scaling by
 #: validation NLL; by the validation-ECE grid (Mukhoti et al. 2020); focal temperature scaling (Komisarenko & Kull
 #: 2024); Psi^gamma with the training gamma (fixed-gamma focal losses only); temperature scaling by SB-ECE
 #: (Karandikar et al. 2021).
 POSTHOC_MAPS = map_names()
 #: The test metrics of chapter 10 (15 bins for the binned ones), in the order of the registry
-#: :data:`calib.metrics.REGISTRY` (which says what each is, with its paper). ``ece`` is equal-width (Mukhoti et
+#: :data:`calib.metrics.REGISTRY <calib.metrics.registry.REGISTRY>` (which says what each is, with its paper). ``ece`` is equal-width (Mukhoti et
 #: al.'s ECE), ``adaece`` equal-mass (their AdaECE, and Komisarenko & Kull's ECE), ``ece_em_l2`` the equal-mass
 #: l2 ECE that Karandikar et al. (2021) report, ``mean_confidence`` the mean top-label confidence.
 METRICS = metric_names()
@@ -439,13 +439,13 @@ METRICS = metric_names()
 
 def loss_gamma(loss: str) -> float | None:
     """The fixed gamma of a focal-loss label (``"fl-3"`` -> 3.0), or None for any other loss; the loss registry
-    decides (:func:`calib.posthoc.focal_loss_gamma`)."""
+    decides (:func:`calib.posthoc.focal_loss_gamma <calib.posthoc.registry.focal_loss_gamma>`)."""
     return focal_loss_gamma(loss)
 
 
 def fit_posthoc(name: str, val_logits, val_labels, loss: str | None = None) -> FittedMap:
-    """Fit the post-hoc map ``name`` (one of :data:`POSTHOC_MAPS`, :func:`calib.posthoc.get_map`) on validation
-    logits; a :class:`calib.posthoc.FittedMap`.
+    """Fit the post-hoc map ``name`` (one of :data:`POSTHOC_MAPS`, :func:`calib.posthoc.get_map <calib.posthoc.registry.get_map>`) on validation
+    logits; a :class:`calib.posthoc.FittedMap <calib.posthoc.registry.FittedMap>`.
 
     ``"psi"`` needs ``loss`` to be a fixed-gamma focal loss (``fl-<gamma>``) and raises ValueError otherwise.
     """
@@ -453,7 +453,7 @@ def fit_posthoc(name: str, val_logits, val_labels, loss: str | None = None) -> F
 
 
 def score_probabilities(probs, labels, n_bins: int = 15, log_probs=None) -> dict:
-    """Every metric of :data:`METRICS` (:data:`calib.metrics.REGISTRY`) for probabilities (N, K) and labels (N,).
+    """Every metric of :data:`METRICS` (:data:`calib.metrics.REGISTRY <calib.metrics.registry.REGISTRY>`) for probabilities (N, K) and labels (N,).
     With ``log_probs`` (the logarithms of ``probs``, e.g. a log-softmax) a metric that can be computed from them
     is (the NLL), so a true-class probability that underflowed to 0 in float64 still has its finite log-loss."""
     return {spec.name: (spec.from_log_probs(log_probs, labels) if log_probs is not None and spec.from_log_probs

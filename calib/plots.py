@@ -18,7 +18,7 @@ def reliability_diagram(probs, labels, n_bins: int = 15, binning: str = "uniform
     Parameters
     ----------
     probs, labels, n_bins, binning
-        As for :func:`calib.metrics.reliability`.
+        As for :func:`calib.metrics.reliability <calib.metrics.binned.reliability>`.
     ax : matplotlib Axes, optional
         Where to draw the reliability panel; the share panel is appended below it. A new figure otherwise.
     title : str, optional

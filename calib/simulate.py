@@ -162,7 +162,7 @@ def dirichlet_logits(alpha: float, n_classes: int, n: int, rng: np.random.Genera
 
 
 def _bins_of(probs, n_bins: int, binning: str):
-    """The top-label bins of :func:`calib.metrics.ece` (bin of each sample and its confidence)."""
+    """The top-label bins of :func:`calib.metrics.ece <calib.metrics.binned.ece>` (bin of each sample and its confidence)."""
     _, _, _, conf = as_probs_labels_top(probs, np.zeros(np.shape(probs)[0], dtype=np.int64))
     # The outcome only orders tied confidences inside equal-mass bins; with it all False the cuts are those
     # of metrics.ece for any outcome when the confidences are distinct (continuous models).
@@ -207,7 +207,7 @@ def calibrated_ece_bias(probs, n_bins: int = 15, binning: str = "uniform") -> Ca
     probs : array_like, shape (N, K)
     n_bins : int, default 15
     binning : {"uniform", "quantile"}, default "uniform"
-        As for :func:`calib.metrics.ece` (the equal-mass cuts are those of ``metrics.ece`` when the
+        As for :func:`calib.metrics.ece <calib.metrics.binned.ece>` (the equal-mass cuts are those of ``metrics.ece`` when the
         confidences are distinct).
 
     Returns
@@ -227,7 +227,7 @@ def calibrated_ece_bias(probs, n_bins: int = 15, binning: str = "uniform") -> Ca
 
 def expected_ece_exact(probs, n_bins: int = 15, binning: str = "uniform", norm: str = "l1",
                        estimator: str = "bin", p_correct=None, max_samples: int = 16) -> float:
-    """Exact expectation of :func:`calib.metrics.ece` over every correct/incorrect outcome of a small sample.
+    """Exact expectation of :func:`calib.metrics.ece <calib.metrics.binned.ece>` over every correct/incorrect outcome of a small sample.
 
     Sample i is correct with probability ``p_correct[i]`` (default: its confidence, i.e. a top-label
     calibrated model), independently. All :math:`2^N` outcomes are enumerated, so N is limited by
@@ -237,7 +237,7 @@ def expected_ece_exact(probs, n_bins: int = 15, binning: str = "uniform", norm: 
     ----------
     probs : array_like, shape (N, K)
     n_bins, binning, norm, estimator
-        As for :func:`calib.metrics.ece`.
+        As for :func:`calib.metrics.ece <calib.metrics.binned.ece>`.
     p_correct : array_like, shape (N,), optional
         Probability that each prediction is correct; default the confidence :math:`\\max_k p_{ik}`.
     max_samples : int, default 16
@@ -316,7 +316,7 @@ def ece_sampling_table(sizes, n_bins, rng: np.random.Generator, n_reps: int = 10
     overconfidence : float, default 1.0
         Factor applied to the logits before the metrics see them.
     binnings, norms : sequences of str
-        Passed to :func:`calib.metrics.ece`.
+        Passed to :func:`calib.metrics.ece <calib.metrics.binned.ece>`.
 
     Returns
     -------
@@ -346,7 +346,7 @@ def ece_sampling_table(sizes, n_bins, rng: np.random.Generator, n_reps: int = 10
 def nudge_edge_confidences(probs, n_bins: int, delta: float = 1e-9) -> np.ndarray:
     """Move every top-label confidence that sits exactly on an interior equal-width edge ``i / n_bins`` up by ``delta``.
 
-    :func:`calib.metrics.ece` uses right-closed bins ``(lo, hi]``; torchmetrics and netcal use left-closed
+    :func:`calib.metrics.ece <calib.metrics.binned.ece>` uses right-closed bins ``(lo, hi]``; torchmetrics and netcal use left-closed
     ``[lo, hi)`` bins. On the nudged probabilities calib's bins group the samples exactly as left-closed bins
     group the original ones (for ``delta`` smaller than the gap to the next confidence value), while every
     confidence moves by at most ``delta``: a way to check that a disagreement is the edge convention and

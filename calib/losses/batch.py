@@ -80,7 +80,7 @@ def au_weights(scores: torch.Tensor, kappa: float = 0.9, nu: float = 0.1, n_bins
       finite for every :math:`\nu > 0`. Cost O(nK).
     - ``cdf="exact"``: the exact finite-sample weights from a sort, :math:`H_n - H_{\max(r_i, n - m + 1) - 1}`
       for descending rank :math:`r_i` and m low-confidence samples (harmonic numbers; the
-      :math:`\kappa = 1` case is the identity of :func:`calib.metrics.risk_coverage_curve`); equal scores
+      :math:`\kappa = 1` case is the identity of :func:`calib.metrics.risk_coverage_curve <calib.metrics.risk_coverage.risk_coverage_curve>`); equal scores
       share their mean weight. Piecewise constant in the scores: no gradient. Cost O(n log n).
 
     Parameters

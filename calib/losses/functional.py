@@ -189,7 +189,7 @@ def dual_focal_loss(logits: torch.Tensor, targets: torch.Tensor, gamma, reductio
 
 def confidence_scores(logits: torch.Tensor, csf: str = "msp") -> torch.Tensor:
     r"""A confidence score function g of softmax(logits), differentiable (torch twin of
-    :func:`calib.metrics.confidence_score`).
+    :func:`calib.metrics.confidence_score <calib.metrics.risk_coverage.confidence_score>`).
 
     ``"msp"``: :math:`\max_i p_i`; ``"margin"``: :math:`p_{(1)} - p_{(2)}`; ``"negative_entropy"``:
     :math:`\sum_i p_i \log p_i` (Zhou et al. 2025, App. Table 1, corrected from logits z to p);

@@ -198,8 +198,8 @@ def focal_temperature_scores(logits, labels, gammas=None, temperatures=None, obj
     """The validation score of focal temperature scaling at every point of a (gamma, T) grid.
 
     ``FTS_{gamma, T}(z) = p_hat_gamma(softmax(z / T))`` (Komisarenko & Kull 2024, Sec. 4.2), scored by the
-    equal-mass ECE with ``n_bins`` bins (``objective="ece"``, :func:`calib.metrics.adaptive_ece`) or by the NLL
-    (``"nll"``, :func:`calib.metrics.nll`); the paper's Sec. 5.1 protocol takes the argmin over the grid
+    equal-mass ECE with ``n_bins`` bins (``objective="ece"``, :func:`calib.metrics.adaptive_ece <calib.metrics.binned.adaptive_ece>`) or by the NLL
+    (``"nll"``, :func:`calib.metrics.nll <calib.metrics.scores.nll>`); the paper's Sec. 5.1 protocol takes the argmin over the grid
     :data:`KOMISARENKO_GAMMAS` x :data:`KOMISARENKO_TEMPERATURES`.
 
     Parameters
@@ -243,7 +243,7 @@ class FocalTemperatureScaling(Estimator):
     Parameters
     ----------
     objective : {"ece", "nll"}
-        "ece": equal-mass top-label ECE with ``n_bins`` bins (:func:`calib.metrics.adaptive_ece`); "nll": NLL.
+        "ece": equal-mass top-label ECE with ``n_bins`` bins (:func:`calib.metrics.adaptive_ece <calib.metrics.binned.adaptive_ece>`); "nll": NLL.
     n_bins : int
         Bins of the ECE objective (the paper: 15).
     gammas : array_like, optional
