@@ -4,6 +4,9 @@
 PYTHON     ?= python3
 VENV       ?= .venv
 PROFILE    ?= quick
+# A chapter whose source, parameters, library, stored results and versions have not changed since its last
+# successful execution is reused (see book/calib_book/runner.py); FORCE=1 executes every chapter again.
+FORCE      ?=
 # torch is installed only when the environment lacks it, so that an existing (e.g. CUDA) torch is kept.
 # Elsewhere, point TORCH_SPEC at the build you want, e.g. TORCH_SPEC="torch --index-url <your index>".
 TORCH_SPEC ?= torch==2.13.0
@@ -15,7 +18,7 @@ STAMP := $(VENV)/.calib-installed
 .PHONY: book test student setup data browser clean
 
 book: setup
-	$(PY) -m calib book run --profile $(PROFILE)
+	$(PY) -m calib book run --profile $(PROFILE) $(if $(FORCE),--force)
 	$(PY) -m calib book build
 
 test: setup

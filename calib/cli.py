@@ -39,6 +39,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"), default=[],
                      help="override a chapter parameter, e.g. -p seed 3 (values are Python literals)")
     run.add_argument("--keep-going", action="store_true", help="run the remaining chapters after a failure")
+    run.add_argument("--force", action="store_true",
+                     help="execute every chapter run here, even one whose source, parameters, library, stored "
+                          "results and versions are those of its last successful execution (which is otherwise "
+                          "reused)")
     run.add_argument("--no-strict", action="store_true",
                      help="record a claim the computation does not confirm (e.g. at other parameters) as 'not "
                           "confirmed' in the ledger and go on, instead of stopping the chapter")
@@ -279,7 +283,7 @@ def _book(args) -> int:
         if args.book_command == "run":
             params = {name: _parse_value(value) for name, value in args.parameter}
             runner.run_book(root, profile=args.profile, only=args.only, parameters=params,
-                            keep_going=args.keep_going, strict=not args.no_strict)
+                            keep_going=args.keep_going, strict=not args.no_strict, force=args.force)
         elif args.book_command == "build":
             runner.build_book(root, strict=not args.no_strict, student=args.student)
         elif args.book_command == "check":

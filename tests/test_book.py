@@ -3,6 +3,7 @@ the cell. The pages it writes are tested in test_pages.py, the chapter helpers i
 
 import json
 import re
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -90,6 +91,9 @@ def test_run_injects_parameters_records_claims_and_names_the_failing_cell(tiny_b
     timings = json.loads((tiny_book / "_build" / "timings.json").read_text())
     assert timings["01-good"]["ok"] and not timings["02-bad"]["ok"] and timings["02-bad"]["claims"] == 1
     assert not list((tiny_book / "_build").glob("claims.*.running.jsonl"))
+    # a failed chapter is never reused: only the successful one has a cache entry
+    assert sorted(p.name for p in (tiny_book / "_build" / "cache").iterdir()) == ["01-good.claims.jsonl",
+                                                                                  "01-good.json"]
 
 
 def test_a_failing_run_keeps_the_last_successful_records_and_the_build_names_it(tiny_book):
@@ -121,7 +125,7 @@ def test_parameters_are_checked_against_the_parameters_cell(tiny_book):
 
 def test_rerunning_one_chapter_replaces_only_its_records(tiny_book):
     runner.run_book(tiny_book, only=["01-good"], parameters={"seed": 7})
-    runner.run_book(tiny_book, only=["01-good"], parameters={"seed": 7})
+    runner.run_book(tiny_book, only=["01-good"], parameters={"seed": 7}, force=True)
     lines = (tiny_book / "_build" / "claims.jsonl").read_text().splitlines()
     assert len(lines) == 1
 
@@ -366,3 +370,164 @@ def test_calib_book_outside_a_checkout_says_where_to_run_it(tmp_path, monkeypatc
     err = capsys.readouterr().err
     assert err.startswith("calib: error: `calib book` runs in a checkout of the book's repository") and \
         str(tmp_path.resolve()) in err and err.count("\n") == 1, err
+
+
+def _key(book, name="01-good", **parameters):
+    return runner.chapter_key(book, name, {"profile": "quick", "seed": 0, **parameters})[0]
+
+
+def test_a_chapter_key_changes_with_its_source_parameters_library_and_results_and_nothing_else(tiny_book, tmp_path,
+                                                                                             monkeypatch):
+    """Issue 30, item 1: the key of 01-good changes when its source, a parameter, a file of calib/ or of
+    calib_book/, or the stored results it reads change; not with another chapter, the book's pages, the config, a
+    modification time, _build/ or another chapter's results. Each change is undone before the next."""
+    import os
+
+    base = _key(tiny_book)
+    assert base == _key(tiny_book) and len(base) == 64
+    source = tiny_book / "chapters" / "01-good.md"
+    text = source.read_text()
+
+    def changes(edit, undo) -> bool:
+        edit()
+        try:
+            return _key(tiny_book) != base
+        finally:
+            undo()
+            assert _key(tiny_book) == base
+
+    assert changes(lambda: source.write_text(text + "\nA new paragraph.\n"), lambda: source.write_text(text))
+    library = tiny_book / "calib" / "metrics.py"
+    assert changes(lambda: library.write_text("X = 1\n"), library.unlink)
+    results = tiny_book / "book" / "results" / "01-good"
+    assert changes(lambda: (results.mkdir(parents=True), (results / "run.json").write_text("{}")),
+                   lambda: shutil.rmtree(results))
+    data = tiny_book / "book" / "data" / "published.csv"
+    assert changes(lambda: (data.parent.mkdir(), data.write_text("a,b\n")), lambda: shutil.rmtree(data.parent))
+    assert _key(tiny_book, seed=1) != base and _key(tiny_book, profile="full") != base
+    assert runner.chapter_key(tiny_book, "01-good", {"profile": "quick", "seed": 0}, strict=False)[0] != base
+    machinery = tmp_path / "machinery"                                   # the folder of calib_book
+    (machinery / "calib_book").mkdir(parents=True)
+    (machinery / "calib_book" / "claims.py").write_text("")
+    monkeypatch.setattr(runner, "book_path", lambda: machinery)
+    base = _key(tiny_book)
+    assert changes(lambda: (machinery / "calib_book" / "claims.py").write_text("# edited\n"),
+                   lambda: (machinery / "calib_book" / "claims.py").write_text(""))
+
+    other = tiny_book / "chapters" / "02-bad.md"
+    os.utime(source, (1, 1))                                             # a modification time alone
+    other.write_text(other.read_text() + "\nEdited.\n")                 # another chapter
+    (tiny_book / "book" / "intro.md").write_text("# Another intro\n")    # a page of the book
+    (tiny_book / "_config.yml").write_text("title: renamed\n")
+    (tiny_book / "book" / "results" / "02-bad").mkdir(parents=True)     # another chapter's results
+    (tiny_book / "book" / "results" / "02-bad" / "run.json").write_text("{}")
+    (tiny_book / "_build" / "cache").mkdir(parents=True)                # the build folder
+    (tiny_book / "calib" / "__pycache__").mkdir()                       # bytecode
+    (tiny_book / "calib" / "__pycache__" / "metrics.cpython-311.pyc").write_bytes(b"\0")
+    assert _key(tiny_book) == base
+    # ... unless the chapter names that folder: then it reads it
+    source.write_text(text + "\nIt reads `book/results/02-bad/run.json`.\n")
+    named = _key(tiny_book)
+    (tiny_book / "book" / "results" / "02-bad" / "run.json").write_text('{"changed": 1}')
+    assert _key(tiny_book) != named
+    assert runner.chapter_inputs(tiny_book, "01-good") == [Path("book/data"), Path("book/results/01-good"),
+                                                           Path("book/results/02-bad")]
+
+
+def test_an_unchanged_chapter_is_reused_with_its_claims_and_timing_and_executed_when_needed(tiny_book, capsys):
+    """Issue 30, item 1: a second run reuses the chapter (the notebook untouched, the ledger the same bytes, the
+    timing that of the execution, marked reused); --force, a damaged claims file, a missing notebook and a
+    changed source each execute it again, saying why."""
+    build = tiny_book / "_build"
+    first, = runner.run_book(tiny_book, only=["01-good"], parameters={"seed": 7})
+    assert not first.reused and first.why == "no earlier successful execution"
+    notebook = build / "src" / "chapters" / "01-good.ipynb"
+    ledger, executed_at = (build / "claims.jsonl").read_bytes(), notebook.stat().st_mtime_ns
+    timing = json.loads((build / "timings.json").read_text())["01-good"]
+    capsys.readouterr()
+
+    again, = runner.run_book(tiny_book, only=["01-good"], parameters={"seed": 7})
+    assert again.reused and again.ok and (again.seconds, again.claims) == (timing["seconds"], 1)
+    assert (build / "claims.jsonl").read_bytes() == ledger and notebook.stat().st_mtime_ns == executed_at
+    reused = json.loads((build / "timings.json").read_text())["01-good"]
+    assert reused == {**timing, "reused": True} and timing["reused"] is False
+    out = capsys.readouterr().out
+    assert f"01-good: reused (its last execution took {timing['seconds']:.1f} s), 1 claims" in out
+    assert re.search(r"01-good +[\d.]+ +1  reused", out) and "1 of 1 chapters reused" in out
+
+    (build / "claims.jsonl").unlink()                   # a whole run starts the ledger afresh: the claim comes back
+    runner.run_chapter(tiny_book, "01-good", parameters={"seed": 7})
+    assert (build / "claims.jsonl").read_bytes() == ledger
+
+    claims_file = build / "cache" / "01-good.claims.jsonl"
+    claims_file.write_text(claims_file.read_text()[:40])                  # damaged: cut inside the record
+    run = runner.run_chapter(tiny_book, "01-good", parameters={"seed": 7})
+    assert not run.reused and run.why == "its cache entry or claims file is damaged"
+    claims_file.write_text("")                                            # emptied: fewer claims than recorded
+    assert runner.run_chapter(tiny_book, "01-good", parameters={"seed": 7}).why == "its claims file is damaged"
+    notebook.unlink()
+    assert runner.run_chapter(tiny_book, "01-good", parameters={"seed": 7}).why == "its executed notebook is missing"
+    assert runner.run_chapter(tiny_book, "01-good", parameters={"seed": 7}, force=True).why == "forced"
+    assert runner.run_chapter(tiny_book, "01-good", parameters={"seed": 7}).reused
+    source = tiny_book / "chapters" / "01-good.md"
+    source.write_text(source.read_text() + "\nA new paragraph.\n")
+    run = runner.run_chapter(tiny_book, "01-good", parameters={"seed": 7})
+    assert not run.reused and run.why == "changed: source"
+    assert (build / "claims.jsonl").read_bytes() == ledger
+
+
+def test_the_command_line_forces_execution_and_the_status_page_names_the_reused_chapters(tiny_book, monkeypatch,
+                                                                                        capsys):
+    from calib import cli
+    from calib_book import pages
+
+    monkeypatch.chdir(tiny_book)
+    calls = []
+    monkeypatch.setattr(runner, "run_book", lambda root, **kw: calls.append(kw["force"]))
+    assert cli.main(["book", "run"]) == 0 and cli.main(["book", "run", "--force"]) == 0
+    assert calls == [False, True]
+    timings = {"01-good": {"seconds": 12.25, "claims": 3, "ok": True, "profile": "quick",
+                           "finished": "2025-01-01 12:00:00", "reused": True},
+               "02-bad": {"seconds": 1.5, "claims": 1, "ok": True, "profile": "quick",
+                          "finished": "2025-01-02 08:00:00", "reused": False}}
+    page = pages.status_page(timings, ["01-good", "02-bad"])
+    assert "This build executed 1 of the 2 chapters and reused 1 ({doc}`/chapters/01-good`)." in page
+    assert "| {doc}`/chapters/01-good` | quick | 12.2 | 3 | 2025-01-01 12:00:00 | reused |" in page
+    assert "| {doc}`/chapters/02-bad` | quick | 1.5 | 1 | 2025-01-02 08:00:00 | executed |" in page
+    assert "| total | | 13.8 | | | |" in page
+
+
+def test_staging_copies_only_what_changed_and_keeps_modification_times(tmp_path):
+    """Sphinx reads a page again when its modification time changes: restaging the book keeps the times of
+    the files that did not change (and the pages build_book generates), copies a changed file, drops a removed
+    one, and leaves out results/ and the machinery."""
+    import os
+
+    root, src = tmp_path / "root", tmp_path / "root" / "_build" / "src"
+    (root / "book" / "sub").mkdir(parents=True)
+    (root / "book" / "results").mkdir()
+    (root / "book" / "calib_book").mkdir()
+    (root / "book" / "results" / "x.json").write_text("{}")
+    (root / "book" / "calib_book" / "runner.py").write_text("")
+    for name, text in (("_config.yml", "title: t\n"), ("_toc.yml", "root: book/intro\n"), ("book/intro.md", "# I\n"),
+                       ("book/sub/page.md", "# P\n"), ("book/old.md", "# O\n")):
+        (root / name).write_text(text)
+        os.utime(root / name, (1_000_000, 1_000_000))
+    runner._stage_static(root, src)
+    (src / "book" / "status.md").write_text("generated")
+    assert sorted(p.relative_to(src).as_posix() for p in src.rglob("*") if p.is_file()) == [
+        "_config.yml", "_toc.yml", "book/intro.md", "book/old.md", "book/status.md", "book/sub/page.md"]
+    assert (src / "book" / "intro.md").stat().st_mtime == 1_000_000
+    os.utime(src / "book" / "status.md", (2_000_000, 2_000_000))
+
+    (root / "book" / "sub" / "page.md").write_text("# P, edited\n")
+    (root / "book" / "old.md").unlink()
+    runner._stage_static(root, src)
+    assert not (src / "book" / "old.md").exists() and (src / "book" / "sub" / "page.md").read_text() == "# P, edited\n"
+    assert (src / "book" / "sub" / "page.md").stat().st_mtime == (root / "book" / "sub" / "page.md").stat().st_mtime
+    for unchanged, seconds in (("_config.yml", 1_000_000), ("book/intro.md", 1_000_000), ("book/status.md", 2_000_000)):
+        assert (src / unchanged).stat().st_mtime == seconds, unchanged
+    runner._write_if_changed(src / "book" / "status.md", "generated")
+    assert (src / "book" / "status.md").stat().st_mtime == 2_000_000
+    runner._write_if_changed(src / "book" / "status.md", "regenerated")
+    assert (src / "book" / "status.md").read_text() == "regenerated"

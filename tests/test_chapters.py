@@ -1,18 +1,78 @@
 """Execute every chapter of _toc.yml once (quick profile) through the book runner, then build the book.
 
-This is the same runner as `make book`; no chapter runs twice. The ledger must hold no failed claim and
-every chapter must record at least one claim.
+This is the same runner as `make book`; no chapter runs twice, and a chapter unchanged since `make book` executed
+it is reused (calib_book.runner, "Executing only what changed"). The ledger must hold no failed claim and every
+chapter must record at least one claim. The stored runs that chapter 05 reads are checked here too, without the
+`chapters` mark: one of them is retrained.
 """
 
+import dataclasses
 import re
 import urllib.parse
 
+import numpy as np
 import pytest
 
+from calib.data import DEBIAN_FASHION_MNIST
 from calib_book import runner
 from calib_book.claims import quote_in_text, read_ledger
 
 ROOT = runner.repo_root(__file__)
+#: The quick-profile runs chapter 05 reads, <loss>/seed<k>, trained once with its configuration (QUICK).
+STORED_05 = ROOT / "book" / "results" / "05-miscalibration-dynamics" / "quick"
+#: The per-epoch records of history.json that are clock readings, not results of the training.
+CLOCK_FIELDS = ("train_seconds", "images_per_s")
+
+
+def test_chapter_05_stores_its_quick_runs_finished_without_checkpoints_and_the_store_stays_small():
+    from calib.train import load_run
+
+    runs = {f"{p.parent.name}/{p.name}": load_run(p) for p in sorted(STORED_05.glob("*/seed*"))}
+    assert sorted(runs) == ["ce/seed0", "ce/seed1", "ce/seed2", "fl-1/seed0", "fl-1/seed1", "fl-1/seed2", "fl-2/seed0",
+                            "fl-2/seed1", "fl-2/seed2", "fl-3/seed0", "fl-3/seed1", "fl-3/seed2", "flsd-53/seed0"]
+    recipe = {k: v for k, v in runs["ce/seed0"].config.items() if k not in ("loss", "seed")}
+    for name, run in runs.items():
+        assert run.finished and {k: v for k, v in run.config.items() if k not in ("loss", "seed")} == recipe, name
+        assert f"{run.config['loss']}/seed{run.config['seed']}" == name
+        assert sorted(p.name for p in run.out.iterdir()) == ["history.json", "logits.npz", "meta.json"], name
+    assert (recipe["model"], recipe["epochs"], recipe["train_subset"], recipe["val_subset"]) == ("mlp-256-256", 30,
+                                                                                                10000, 1000)
+    size = sum(p.stat().st_size for p in (ROOT / "book" / "results").rglob("*") if p.is_file())
+    assert size < 60 * 2 ** 20, f"book/results holds {size / 2 ** 20:.1f} MB (limit 60 MB)"
+
+
+@pytest.mark.skipif(not DEBIAN_FASHION_MNIST.is_dir(), reason="needs Fashion-MNIST (Debian's dataset-fashion-mnist)")
+def test_a_stored_quick_run_of_chapter_05_retrains_bit_for_bit(tmp_path):
+    """Issue 30, item 1: chapter 05 reads its quick runs instead of training 13 networks at every build; its CE run
+    of seed 0, retrained from its meta.json on the CPU with the threads it records (two), gives the same history (clock
+    readings aside) and the same logits, bit for bit (measured: max |difference| 0 in the logits and every
+    diagnostic), under the instruction set it was trained with (torch's CPU kernels pinned to AVX2,
+    calib._reproducible)."""
+    import torch
+
+    from calib.train import _cpu_capability, config_from_meta, load_run, train
+
+    stored = load_run(STORED_05 / "ce" / "seed0")
+    if stored.meta["cpu_capability"] != _cpu_capability():
+        pytest.skip(f"the run was trained with {stored.meta['cpu_capability']} kernels, this CPU runs "
+                    f"{_cpu_capability()}: float32 kernels round differently (calib._reproducible)")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(stored.meta["threads"])
+    try:
+        config = dataclasses.replace(config_from_meta(stored.out), device="cpu")
+        rerun = train(config, tmp_path / "rerun", progress=False, discard=["checkpoint.pt"])
+    finally:
+        torch.set_num_threads(threads)
+    assert rerun.config == stored.config
+
+    def results(run):
+        return [{k: v for k, v in epoch.items() if k not in CLOCK_FIELDS} for epoch in run.epochs]
+
+    assert results(rerun) == results(stored)
+    fresh, kept = rerun.logits(), stored.logits()
+    assert sorted(fresh) == sorted(kept) == ["test_labels", "test_logits", "val_labels", "val_logits"]
+    for key in kept:
+        np.testing.assert_array_equal(fresh[key], kept[key], err_msg=key)
 
 
 @pytest.mark.chapters

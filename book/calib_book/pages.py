@@ -343,17 +343,26 @@ def released_code_page(records: list[claims_module.Claim]) -> str:
 
 
 def status_page(timings: dict, order: list[str]) -> str:
-    """MyST source of the execution-statistics page."""
+    """MyST source of the execution-statistics page: per chapter, its profile, the wall time and end of its last
+    execution, its claims, and whether this build executed it or reused an earlier execution (``reused`` in
+    ``timings``; see :mod:`calib_book.runner`)."""
+    listed = [name for name in order if timings.get(name)]
+    reused = [name for name in listed if timings[name].get("reused", False)]
     out = ["(execution-statistics)=", "# Execution statistics", "",
            "Wall time of each chapter's last execution by papermill, on the machine that built this copy of the "
-           "book.", "", "| chapter | profile | seconds | claims | finished |", "|---|---|---|---|---|"]
+           "book. A chapter is executed again only when its source, its parameters, the library, the stored "
+           "results it reads or the versions of Python and the numerical packages changed; otherwise the last "
+           "execution's notebook and claims are *reused*.", "",
+           f"This build executed {len(listed) - len(reused)} of the {len(listed)} chapters and reused "
+           f"{len(reused)}" + (f" ({', '.join(_chapter_link(n) for n in reused)})." if reused else "."), "",
+           "| chapter | profile | seconds | claims | executed | this build |", "|---|---|---|---|---|---|"]
     total = 0.0
-    for name in order:
-        t = timings.get(name)
-        if t:
-            total += t["seconds"]
-            out.append(f"| {_chapter_link(name)} | {t['profile']} | {t['seconds']:.1f} | {t['claims']} | {t['finished']} |")
-    out.append(f"| total | | {total:.1f} | | |")
+    for name in listed:
+        t = timings[name]
+        total += t["seconds"]
+        out.append(f"| {_chapter_link(name)} | {t['profile']} | {t['seconds']:.1f} | {t['claims']} | {t['finished']} "
+                   f"| {'reused' if t.get('reused', False) else 'executed'} |")
+    out.append(f"| total | | {total:.1f} | | | |")
     return "\n".join(out) + "\n"
 
 

@@ -8,11 +8,50 @@ The layout under ``_build/``:
                              chapters as ``chapters/NN-slug.ipynb``, plus the generated ledger, errata and
                              execution-statistics pages
 ``_build/claims.jsonl``      the claims ledger, one JSON object per claim (see :mod:`calib_book.claims`)
-``_build/timings.json``      wall time of each chapter's last execution
+``_build/timings.json``      wall time of each chapter's last execution, and whether this run reused it
+``_build/cache/``            per chapter, the key of its last successful execution (``NAME.json``) and the
+                             claims it recorded (``NAME.claims.jsonl``): see "Executing only what changed"
 ``_build/notebooks/``        the chapters as notebooks before execution, and each kernel's log
 ``_build/html/``             the rendered book
 ``_build/.calib-book.lock``  held by the process that runs or builds the book (:class:`BuildLock`)
 ===========================  =================================================================================
+
+Executing only what changed
+---------------------------
+A chapter is executed again only when something its output depends on changed. Its key
+(:func:`chapter_key`) is a SHA-256 of:
+
+- its source, ``chapters/NAME.md``;
+- its parameters: the profile, the overrides (``-p``) and ``strict``;
+- the library's source: every file under ``calib/`` and under this package's folder (``calib_book/``), byte for
+  byte (:func:`library_digest`);
+- the stored results and data it reads (:func:`chapter_inputs`): ``book/data/``, ``book/results/NAME/`` and every
+  ``book/results/OTHER`` its source names (chapters 07 and 11 read chapter 10's runs);
+- the versions of Python and of the numerical packages (``KEYED_PACKAGES``), and the CPU
+  instruction set the kernel's torch is pinned to (``calib._reproducible``).
+
+The whole library, not the modules a chapter imports: a chapter also reaches the library through lazy imports
+inside functions and through subprocesses (``calib train``) that its kernel's ``sys.modules`` never shows, and
+the book's machinery decides how a chapter is executed; a digest of every file is simple and cannot miss one,
+at the price that an edit to any module executes every chapter again (hashing takes well under a second a
+chapter, the stored results included). The datasets a chapter loads (Fashion-MNIST, scikit-learn's digits) are
+published, fixed files: Fashion-MNIST is checked against its published MD5 when :mod:`calib.data` downloads it,
+the digits come with scikit-learn (whose version is in the key), so they are not hashed at every run.
+
+A chapter whose key equals the one stored after its last successful execution, whose executed notebook is the
+one that execution wrote (its SHA-256 is stored) and whose claims file reads back whole is *reused*: its
+notebook stays where it is (its modification time too, so that Sphinx's incremental build skips it), its claims
+go back into the ledger exactly as recorded, and the timings record its last execution's wall time with
+``reused: true``. ``force=True`` (``calib book run --force``, ``make book FORCE=1``) executes it anyway. A chapter
+that fails or is interrupted has its entry removed before it starts, so a failed run is never reused; a missing
+or damaged entry, notebook or claims file means the chapter is executed.
+
+jupyter-cache (myst-nb's cache) is not used because it cannot key correctly here: its hash covers only the
+notebook's code cells and its ``kernelspec`` metadata (``create_hashed_notebook``), nothing outside the notebook,
+so an edit to ``calib/`` or to a stored result would reuse a stale notebook. It also executes with its own
+nbclient executors, without papermill's injected parameters or the environment that routes the claims into the
+ledger, and the claims are not notebook outputs, so it could not restore them: it would be a key-to-notebook
+store around a key computed here, which two files per chapter in ``_build/cache/`` are.
 
 This module is the runner only. The back-matter pages it writes come from :mod:`calib_book.pages`; the helpers
 that chapters share for presentation (glue, tables, number text) are in :mod:`calib_book.notebook`.
@@ -21,6 +60,8 @@ that chapters share for presentation (glue, tables, number text) are in :mod:`ca
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
 import json
 import math
 import os
@@ -45,7 +86,8 @@ from calib_book.pages import (errata_page, exercises_page, ledger_page, released
 
 __all__ = ["PROFILES", "ParameterRange", "PARAMETER_RANGES", "ChapterError", "BuildLockedError", "BuildLock",
            "ChapterRun", "repo_root", "build_dir", "book_path", "chapters_in_toc", "run_chapter", "chapter_parameters",
-           "check_parameters", "run_book", "timing_table", "build_book", "strip_solutions", "add_starter_cells"]
+           "check_parameters", "library_digest", "chapter_inputs", "chapter_key", "run_book", "timing_table",
+           "build_book", "strip_solutions", "add_starter_cells"]
 
 #: The execution profiles, ``quick`` (CPU, seconds to a few minutes a chapter) or ``full`` (paper scale, GPU
 #: if present).
@@ -184,11 +226,17 @@ def chapters_in_toc(root: Path) -> list[str]:
 
 @dataclass
 class ChapterRun:
+    """One chapter's turn in a run: its wall time (for a reused chapter, that of its last execution), the claims it
+    recorded, whether it succeeded, and whether its last execution was reused (:func:`chapter_key`) or, when it
+    was executed, why (``"forced"``, ``"no earlier successful execution"``, ``"changed: source, library"``)."""
+
     name: str
     seconds: float
     claims: int
     ok: bool
     error: str = ""
+    reused: bool = False
+    why: str = ""
 
 
 def _chapter_title(source: Path) -> str:
@@ -197,15 +245,57 @@ def _chapter_title(source: Path) -> str:
     return match.group(1).strip() if match else source.stem
 
 
+#: The pages :func:`build_book` writes into the staged ``book/`` folder (the back matter of :mod:`calib_book.pages`).
+GENERATED_PAGES = ("claims.md", "errata.md", "reproduction.md", "released-code.md", "status.md", "exercises.md")
+
+
 def _stage_static(root: Path, src: Path) -> None:
-    """Copy the non-executable sources into the staged book (executed chapters are written there by run)."""
+    """Copy the non-executable sources into the staged book (executed chapters are written there by run).
+
+    Only what changed is copied, and every copy keeps its source's modification time, so that Sphinx's
+    incremental build reads again only the pages that changed (:func:`_mirror`)."""
     src.mkdir(parents=True, exist_ok=True)
     for name in ("_config.yml", "_toc.yml"):
-        shutil.copy2(root / name, src / name)
-    if (src / "book").exists():
-        shutil.rmtree(src / "book")
+        _copy_if_changed(root / name, src / name)
     # the machinery (this package) is no page of the book: Sphinx imports it from the checkout (build_book)
-    shutil.copytree(root / "book", src / "book", ignore=shutil.ignore_patterns("results", "calib_book", "__pycache__"))
+    _mirror(root / "book", src / "book", skip={"results", "calib_book", "__pycache__"}, keep=set(GENERATED_PAGES))
+
+
+def _copy_if_changed(source: Path, target: Path) -> None:
+    """Copy ``source`` to ``target`` with its modification time, unless ``target`` has its size and time."""
+    here, there = source.stat(), target.stat() if target.exists() else None
+    if there is None or (here.st_size, here.st_mtime_ns) != (there.st_size, there.st_mtime_ns):
+        shutil.copy2(source, target)
+
+
+def _mirror(source: Path, target: Path, skip: set[str], keep: set[str]) -> None:
+    """Make the folder ``target`` a copy of ``source`` without the names in ``skip``: files whose size and
+    modification time already agree stay as they are, the others are copied with their time, and what
+    ``source`` lacks is removed, except the files of ``target``'s top level named in ``keep``."""
+    wanted: set[Path] = set()
+    for folder, subfolders, files in os.walk(source):
+        subfolders[:] = sorted(d for d in subfolders if d not in skip)
+        relative = Path(folder).relative_to(source)
+        (target / relative).mkdir(parents=True, exist_ok=True)
+        wanted.add(relative)
+        for file in files:
+            if file not in skip:
+                _copy_if_changed(Path(folder) / file, target / relative / file)
+                wanted.add(relative / file)
+    for path in sorted(target.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        relative = path.relative_to(target)
+        if relative in wanted or (len(relative.parts) == 1 and relative.name in keep):
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` unless it holds it already (its modification time then stays, for Sphinx)."""
+    if not path.is_file() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
 
 
 def _markdown_to_notebook(path: Path):
@@ -223,20 +313,22 @@ def _markdown_to_notebook(path: Path):
 
 
 def run_chapter(root: Path, name: str, profile: str = "quick", parameters: dict | None = None,
-                timeout: int | None = None, strict: bool = True) -> ChapterRun:
-    """Execute one chapter with papermill into ``_build/src/chapters/<name>.ipynb``.
+                timeout: int | None = None, strict: bool = True, force: bool = False) -> ChapterRun:
+    """Execute one chapter with papermill into ``_build/src/chapters/<name>.ipynb``, or reuse its last execution.
 
     The kernel gets ``CALIB_LEDGER`` and ``CALIB_CHAPTER`` so that its claims land in the ledger, tagged
     with the chapter, and this package's folder on its ``PYTHONPATH`` (:func:`book_path`). Raises
     :class:`ChapterError` naming the failing cell. With ``strict=False`` a claim the computation does not confirm
-    is recorded as not confirmed and the chapter goes on (``$CALIB_STRICT=0``). Holds the :class:`BuildLock`.
+    is recorded as not confirmed and the chapter goes on (``$CALIB_STRICT=0``). A chapter whose
+    :func:`chapter_key` is that of its last successful execution is not executed: its notebook and claims are
+    reused (the module's docstring says when), unless ``force``. Holds the :class:`BuildLock`.
     """
     with BuildLock(root):
-        return _run_chapter(root, name, profile, parameters, timeout, strict)
+        return _run_chapter(root, name, profile, parameters, timeout, strict, force)
 
 
 def _run_chapter(root: Path, name: str, profile: str, parameters: dict | None, timeout: int | None,
-                 strict: bool) -> ChapterRun:
+                 strict: bool, force: bool) -> ChapterRun:
     import nbformat
     import papermill
     from nbclient.exceptions import DeadKernelError
@@ -250,18 +342,25 @@ def _run_chapter(root: Path, name: str, profile: str, parameters: dict | None, t
         raise FileNotFoundError(f"chapter {name!r} is listed in _toc.yml but {source} does not exist.")
     out_dir = build_dir(root) / "src" / "chapters"
     out_dir.mkdir(parents=True, exist_ok=True)
+    declared = chapter_parameters(source)
+    check_parameters(name, declared, {"profile": profile, **(parameters or {})})
+    # every parameter the chapter declares goes into papermill's injected cell, so the page shows the values used
+    params = {**{k: v for k, v in declared.items() if v is not None}, "profile": profile, **(parameters or {})}
+    cache_key, components = chapter_key(root, name, params, strict)
+    why = "forced"
+    if not force:
+        earlier = _reuse(root, name, cache_key, components, profile)
+        if isinstance(earlier, ChapterRun):
+            return earlier
+        why = earlier                               # why it cannot be reused
+    _forget(root, name)                             # a run that fails or is interrupted leaves nothing to reuse
     raw = build_dir(root) / "notebooks" / f"{name}.ipynb"
     raw.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(_markdown_to_notebook(source), raw)
-
-    declared = chapter_parameters(source)
-    check_parameters(name, declared, {"profile": profile, **(parameters or {})})
     ledger = build_dir(root) / "claims.jsonl"
     fd, running = tempfile.mkstemp(prefix=f"claims.{name}.", suffix=".running.jsonl", dir=build_dir(root))
     os.close(fd)                                    # this run's records, until it succeeds: a file of its own
     running = Path(running)
-    # every parameter the chapter declares goes into papermill's injected cell, so the page shows the values used
-    params = {**{k: v for k, v in declared.items() if v is not None}, "profile": profile, **(parameters or {})}
     env_backup = {k: os.environ.get(k) for k in ("CALIB_LEDGER", "CALIB_CHAPTER", "CALIB_STRICT", "MPLBACKEND",
                                                  "PYTHONPATH", *CPU_ISA_VARIABLES)}
     kernel_env = dict(os.environ)
@@ -291,9 +390,11 @@ def _run_chapter(root: Path, name: str, profile: str, parameters: dict | None, t
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-    result = ChapterRun(name, time.perf_counter() - start, len(claims_module.read_ledger(running)), not error, error)
+    result = ChapterRun(name, time.perf_counter() - start, len(claims_module.read_ledger(running)), not error, error,
+                        why=why)
     if not error:                                   # the ledger keeps the last successful run's records
         claims_module.replace_chapter(ledger, name, running)
+        _remember(root, result, profile, cache_key, components, running, out_dir / f"{name}.ipynb")
     running.unlink(missing_ok=True)
     _record_timing(root, result, profile)
     if error:
@@ -370,12 +471,158 @@ def _check_range(chapter: str, key: str, value: int | float) -> None:
                          f"{allowed.text(key)} ({allowed.why}); pass a value in that range (-p {key} VALUE).")
 
 
-def _record_timing(root: Path, run: ChapterRun, profile: str) -> None:
+def _record_timing(root: Path, run: ChapterRun, profile: str, finished: str | None = None) -> None:
+    """The chapter's entry of ``timings.json``: for a reused chapter, the wall time and end (``finished``) of the
+    execution reused, with ``reused: true``."""
     path = build_dir(root) / "timings.json"
     data = json.loads(path.read_text()) if path.is_file() else {}
     data[run.name] = {"seconds": round(run.seconds, 2), "claims": run.claims, "ok": run.ok, "profile": profile,
-                      "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
+                      "finished": finished or time.strftime("%Y-%m-%d %H:%M:%S"), "reused": run.reused}
     claims_module.write_atomic(path, json.dumps(data, indent=1))
+
+
+def _digest_file(path: Path) -> str:
+    """SHA-256 of a file's bytes (OSError when it cannot be read)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _digest_tree(folder: Path) -> str:
+    """SHA-256 of a folder: every file's path (relative, sorted) and bytes, ``__pycache__`` and ``*.pyc`` left
+    out; ``"absent"`` for a folder that does not exist."""
+    if not folder.is_dir():
+        return "absent"
+    digest = hashlib.sha256()
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
+    for path in files:
+        digest.update(f"{path.relative_to(folder).as_posix()}\0{_digest_file(path)}\0".encode())
+    return digest.hexdigest()
+
+
+def library_digest(root: Path) -> str:
+    """SHA-256 of the library a chapter's kernel runs: every file of ``calib/`` (the kernel starts in ``root``, so
+    the checkout's ``calib`` comes first on its path) and of this package's folder, ``calib_book/``."""
+    return hashlib.sha256(f"{_digest_tree(Path(root) / 'calib')} {_digest_tree(book_path() / 'calib_book')}"
+                          .encode()).hexdigest()
+
+
+_RESULTS_NAMED = re.compile(r"book/results/([A-Za-z0-9][\w.-]*)")
+
+
+def chapter_inputs(root: Path, name: str) -> list[Path]:
+    """The stored results and data a chapter reads, relative to ``root``: ``book/data``, ``book/results/NAME`` and
+    every ``book/results/OTHER`` the chapter's source names (whether or not they exist)."""
+    source = (Path(root) / "chapters" / f"{name}.md").read_text(encoding="utf-8")
+    named = {f"book/results/{m}" for m in _RESULTS_NAMED.findall(source)}
+    folders = {Path(p).parts[2] for p in named} | {name}
+    return [Path("book/data"), *(Path("book/results") / f for f in sorted(folders))]
+
+
+#: The packages whose version is part of a chapter's key (with Python's): those that compute the book's numbers.
+KEYED_PACKAGES = ("torch", "numpy", "scipy", "scikit-learn", "matplotlib", "papermill")
+
+
+def _versions() -> dict:
+    out = {"python": sys.version}
+    for package in KEYED_PACKAGES:
+        try:
+            out[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            out[package] = None
+    return out
+
+
+def chapter_key(root: Path, name: str, parameters: dict, strict: bool = True) -> tuple[str, dict]:
+    """The key of one execution of a chapter, and what it is made of.
+
+    Parameters
+    ----------
+    root : Path
+        The book (the folder of ``_toc.yml``).
+    name : str
+        The chapter, ``NN-slug``.
+    parameters : dict
+        Every parameter the kernel gets (the profile included).
+    strict : bool
+        Whether a claim not confirmed stops the chapter.
+
+    Returns
+    -------
+    key : str
+        SHA-256 of ``components``.
+    components : dict
+        ``source``, ``parameters``, ``library`` (:func:`library_digest`), ``inputs`` (a digest per folder of
+        :func:`chapter_inputs`), ``versions`` and ``cpu_isa`` (the instruction set the kernel's torch is pinned
+        to); the module's docstring says why these.
+    """
+    root = Path(root)
+    kernel_env = dict(os.environ)
+    pin_cpu_kernels(kernel_env)
+    components = {
+        "source": _digest_file(root / "chapters" / f"{name}.md"),
+        "parameters": json.dumps({"strict": bool(strict), **parameters}, sort_keys=True, default=repr),
+        "library": library_digest(root),
+        "inputs": {folder.as_posix(): _digest_tree(root / folder) for folder in chapter_inputs(root, name)},
+        "versions": _versions(),
+        "cpu_isa": {k: kernel_env.get(k) for k in (*CPU_ISA_VARIABLES, "CALIB_CPU_ISA")},
+    }
+    return hashlib.sha256(json.dumps(components, sort_keys=True).encode()).hexdigest(), components
+
+
+def _cache_files(root: Path, name: str) -> tuple[Path, Path]:
+    """The chapter's cache entry (``_build/cache/NAME.json``) and the claims of its last execution."""
+    cache = build_dir(root) / "cache"
+    return cache / f"{name}.json", cache / f"{name}.claims.jsonl"
+
+
+def _forget(root: Path, name: str) -> None:
+    for path in _cache_files(root, name):
+        path.unlink(missing_ok=True)
+
+
+def _remember(root: Path, run: ChapterRun, profile: str, key: str, components: dict, claims_file: Path,
+              notebook: Path) -> None:
+    """Store a successful execution for reuse: its claims, then its entry (key, what the key was made of, the
+    executed notebook's SHA-256, wall time, claims): the entry is written last, so it exists only when all is."""
+    entry, claims = _cache_files(root, run.name)
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    claims_module.write_atomic(claims, claims_file.read_text(encoding="utf-8"))
+    record = {"key": key, "components": components, "notebook": _digest_file(notebook),
+              "seconds": round(run.seconds, 2), "claims": run.claims, "profile": profile,
+              "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
+    claims_module.write_atomic(entry, json.dumps(record, indent=1))
+
+
+def _reuse(root: Path, name: str, key: str, components: dict, profile: str) -> ChapterRun | str:
+    """The chapter's last execution, put back into the ledger and the timings, when it can be reused; otherwise
+    why it cannot (the reason the chapter is executed)."""
+    entry_path, claims_path = _cache_files(root, name)
+    notebook = build_dir(root) / "src" / "chapters" / f"{name}.ipynb"
+    if not entry_path.is_file():
+        return "no earlier successful execution"
+    try:
+        entry = json.loads(entry_path.read_text(encoding="utf-8"))
+        if entry["key"] != key:
+            changed = [part for part, value in components.items() if entry["components"].get(part) != value]
+            return f"changed: {', '.join(changed) or 'its key'}"
+        if not claims_path.is_file():
+            return "its claims file is missing"
+        records = claims_module.read_ledger(claims_path)
+        if len(records) != entry["claims"] or any(r.chapter != name for r in records):
+            return "its claims file is damaged"
+        if _digest_file(notebook) != entry["notebook"]:
+            return "its executed notebook changed"
+    except OSError:
+        return "its executed notebook is missing"
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return "its cache entry or claims file is damaged"
+    claims_module.replace_chapter(build_dir(root) / "claims.jsonl", name, claims_path)
+    run = ChapterRun(name, entry["seconds"], entry["claims"], True, reused=True)
+    _record_timing(root, run, profile, finished=entry["finished"])
+    return run
 
 
 def _python_path() -> str:
@@ -384,10 +631,12 @@ def _python_path() -> str:
 
 
 def run_book(root: Path, profile: str = "quick", only: list[str] | None = None, parameters: dict | None = None,
-             keep_going: bool = False, strict: bool = True) -> list[ChapterRun]:
+             keep_going: bool = False, strict: bool = True, force: bool = False) -> list[ChapterRun]:
     """Execute the chapters of ``_toc.yml`` (or those named in ``only``) in order; print a time table.
 
-    Every parameter is checked before the first chapter runs; the :class:`BuildLock` is held throughout."""
+    A chapter whose inputs have not changed since its last successful execution is reused, not executed, unless
+    ``force`` (:func:`chapter_key`). Every parameter is checked before the first chapter runs; the
+    :class:`BuildLock` is held throughout."""
     names = chapters_in_toc(root)
     if only:
         unknown = [n for n in only if n not in names]
@@ -406,7 +655,7 @@ def run_book(root: Path, profile: str = "quick", only: list[str] | None = None, 
         if not only:
             (build_dir(root) / "claims.jsonl").unlink(missing_ok=True)
         _stage_static(root, build_dir(root) / "src")
-        runs = _run_chapters(root, names, declared, profile, parameters, keep_going, strict)
+        runs = _run_chapters(root, names, declared, profile, parameters, keep_going, strict, force)
     print(timing_table(runs))
     if any(not run.ok for run in runs):
         raise ChapterError("; ".join(run.error for run in runs if not run.ok))
@@ -414,14 +663,14 @@ def run_book(root: Path, profile: str = "quick", only: list[str] | None = None, 
 
 
 def _run_chapters(root: Path, names: list[str], declared: dict, profile: str, parameters: dict | None,
-                  keep_going: bool, strict: bool) -> list[ChapterRun]:
-    """The chapters ``names`` executed in order (up to the first failure unless ``keep_going``)."""
+                  keep_going: bool, strict: bool, force: bool) -> list[ChapterRun]:
+    """The chapters ``names`` executed (or reused) in order (up to the first failure unless ``keep_going``)."""
     runs: list[ChapterRun] = []
     for name in names:
-        print(f"[book] running {name} ({profile} profile) ...", flush=True)
+        print(f"[book] {name} ({profile} profile) ...", flush=True)
         try:
             own = {k: v for k, v in (parameters or {}).items() if k in declared[name]}
-            run = run_chapter(root, name, profile, own, strict=strict)
+            run = run_chapter(root, name, profile, own, strict=strict, force=force)
         except ChapterError as exc:
             print(f"[book] FAILED: {exc}", flush=True)
             runs.append(ChapterRun(name, json.loads((build_dir(root) / "timings.json").read_text())[name]["seconds"],
@@ -429,18 +678,26 @@ def _run_chapters(root: Path, names: list[str], declared: dict, profile: str, pa
             if not keep_going:
                 break
             continue
-        print(f"[book] {name}: {run.seconds:.1f} s, {run.claims} claims", flush=True)
+        print(f"[book] {name}: " + (f"reused (its last execution took {run.seconds:.1f} s)" if run.reused else
+                                     f"executed ({run.why}) in {run.seconds:.1f} s") + f", {run.claims} claims",
+              flush=True)
         runs.append(run)
     return runs
 
 
 def timing_table(runs: list[ChapterRun]) -> str:
-    """A plain-text table of chapter runs (name, seconds, claims, status), as the runner prints it."""
+    """A plain-text table of chapter runs (name, seconds, claims, status), as the runner prints it: a reused
+    chapter's status is ``reused`` and its seconds are those of the execution reused."""
     lines = ["", f"{'chapter':<40} {'seconds':>9} {'claims':>7}  status", "-" * 66]
     for run in runs:
-        lines.append(f"{run.name:<40} {run.seconds:>9.1f} {run.claims:>7}  {'ok' if run.ok else 'FAILED'}")
+        status = "FAILED" if not run.ok else "reused" if run.reused else "ok"
+        lines.append(f"{run.name:<40} {run.seconds:>9.1f} {run.claims:>7}  {status}")
     lines.append("-" * 66)
     lines.append(f"{'total':<40} {sum(r.seconds for r in runs):>9.1f} {sum(r.claims for r in runs):>7}")
+    reused = [r for r in runs if r.reused]
+    if reused:
+        lines.append(f"{len(reused)} of {len(runs)} chapters reused (seconds of their last execution); executed now: "
+                     f"{sum(r.seconds for r in runs if not r.reused):.1f} s")
     return "\n".join(lines)
 
 
@@ -451,6 +708,11 @@ def build_book(root: Path, strict: bool = True, student: bool = False) -> Path:
     ``_build/student/_build/html``, and the chapters are also written, solutions removed and unexecuted, as
     notebooks for students to work in, under ``_build/student/notebooks`` (see :func:`strip_solutions`). Holds
     the :class:`BuildLock`.
+
+    Sphinx builds incrementally: it reads again only the pages whose files changed (a reused chapter's notebook
+    keeps its modification time). Its warnings come only from the pages it reads, so a strict build after a
+    build that failed or was not strict reads every page again (jupyter-book's ``--all``): a warning that made
+    the last build fail is never skipped. ``html/.calib-strict-build-ok`` marks a strict build that succeeded.
     """
     with BuildLock(root):
         return _build_book(root, strict, student)
@@ -472,21 +734,24 @@ def _build_book(root: Path, strict: bool, student: bool) -> Path:
                            f"ledger); fix and run `calib book run --only {failed[0]}`, then build.")
     _stage_static(root, src)
     records = claims_module.read_ledger(build / "claims.jsonl")
-    (src / "book" / "claims.md").write_text(ledger_page(records, names), encoding="utf-8")
-    (src / "book" / "errata.md").write_text(errata_page(records), encoding="utf-8")
-    (src / "book" / "reproduction.md").write_text(reproduction_page(records), encoding="utf-8")
-    (src / "book" / "released-code.md").write_text(released_code_page(records), encoding="utf-8")
-    (src / "book" / "status.md").write_text(status_page(timings, names), encoding="utf-8")
+    _write_if_changed(src / "book" / "claims.md", ledger_page(records, names))
+    _write_if_changed(src / "book" / "errata.md", errata_page(records))
+    _write_if_changed(src / "book" / "reproduction.md", reproduction_page(records))
+    _write_if_changed(src / "book" / "released-code.md", released_code_page(records))
+    _write_if_changed(src / "book" / "status.md", status_page(timings, names))
     entries = [e for n in names for e in exercises_in(n, (root / "chapters" / f"{n}.md").read_text(encoding="utf-8"))]
     titles = {n: _chapter_title(root / "chapters" / f"{n}.md") for n in names}
-    (src / "book" / "exercises.md").write_text(exercises_page(entries, names, titles), encoding="utf-8")
+    _write_if_changed(src / "book" / "exercises.md", exercises_page(entries, names, titles))
     output = root
     if student:
         src, output = _stage_student(root, src, names), build / "student"
     cmd = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build", str(src), "--path-output",
            str(output), "--builder", "html"]
+    html = (output / "_build" if student else build) / "html"
+    passed = html / ".calib-strict-build-ok"
     if strict:
-        cmd += ["-W", "-n", "--keep-going"]
+        cmd += ["-W", "-n", "--keep-going"] + ([] if passed.is_file() else ["--all"])
+    passed.unlink(missing_ok=True)
     # The API reference (book/api/) imports calib with autodoc: this checkout's calib, whichever one is installed,
     # and this package (the machinery page), which no installation holds.
     env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(Path(root).resolve()), _python_path()))}
@@ -495,10 +760,12 @@ def _build_book(root: Path, strict: bool, student: bool) -> Path:
     print(f"[book] jupyter-book build: {time.perf_counter() - start:.1f} s")
     if proc.returncode != 0:
         raise ChapterError(f"jupyter-book build failed (exit {proc.returncode}); see the warnings above.")
-    index = (output / "_build" if student else build) / "html" / "index.html"
+    if strict:
+        passed.touch()
+    index = html / "index.html"
     if timings:
-        print(timing_table([ChapterRun(n, timings[n]["seconds"], timings[n]["claims"], timings[n]["ok"])
-                            for n in names if n in timings]))
+        print(timing_table([ChapterRun(n, timings[n]["seconds"], timings[n]["claims"], timings[n]["ok"],
+                                       reused=timings[n].get("reused", False)) for n in names if n in timings]))
     print(f"[book] {index}")
     return index
 
