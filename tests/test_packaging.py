@@ -1,10 +1,15 @@
 """pyproject.toml and environment.yml must list the same packages with the same pins; the wheel of calib is the
 library, without the book's machinery."""
 
+import ast
 import re
+import shutil
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,6 +57,61 @@ def test_python_floor_matches():
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     assert f"python{meta['requires-python']}" in env["dependencies"]
+
+
+def _declared_minimum() -> tuple[int, int]:
+    spec = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    major, minor = re.fullmatch(r">=\s*(\d+)\.(\d+)", spec).groups()
+    return int(major), int(minor)
+
+
+def _sources():
+    return sorted([*(ROOT / "calib").rglob("*.py"), *(ROOT / "book" / "calib_book").rglob("*.py")])
+
+
+def _stdlib_imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names & set(sys.stdlib_module_names)
+
+
+def test_the_declared_minimum_python_parses_every_module():
+    """requires-python is what the code needs: every module parses with the declared minimum's grammar (3.12's
+    type-parameter syntax or nested f-string quotes would fail here), and the running interpreter meets it."""
+    minimum = _declared_minimum()
+    assert sys.version_info[:2] >= minimum
+    for path in _sources():
+        ast.parse(path.read_text(encoding="utf-8"), filename=str(path), feature_version=minimum)
+    with pytest.raises(SyntaxError):                      # the control: newer syntax is caught
+        ast.parse("type Pair[T] = tuple[T, T]", feature_version=minimum)
+
+
+def test_the_declared_minimum_python_has_every_standard_module_we_import():
+    """Issue 24, item 27: calib imported ``tomllib`` (3.11) while declaring 3.10. Where the declared minimum's
+    interpreter is on the PATH, every standard-library module the code imports must exist in it; and the
+    interpreter one minor version older must lack one of them, or the floor could be lower."""
+    major, minor = _declared_minimum()
+    used = set().union(*(_stdlib_imports(p) for p in _sources()))
+
+    def stdlib_of(version):
+        exe = shutil.which(f"python{version[0]}.{version[1]}")
+        if exe is None:
+            return None
+        out = subprocess.run([exe, "-c", "import sys; print(' '.join(sorted(sys.stdlib_module_names)))"],
+                             capture_output=True, text=True, timeout=60)
+        return set(out.stdout.split()) if out.returncode == 0 else None
+
+    floor = stdlib_of((major, minor))
+    if floor is None:
+        pytest.skip(f"no python{major}.{minor} on the PATH to check the declared minimum against")
+    assert used <= floor, f"python{major}.{minor} lacks {sorted(used - floor)}"
+    older = stdlib_of((major, minor - 1))
+    if older is not None:
+        assert not used <= older, f"everything also exists in python{major}.{minor - 1}: lower requires-python"
 
 
 def test_jupyter_book_is_pinned_below_2():
