@@ -98,12 +98,16 @@ def test_the_declared_minimum_python_has_every_standard_module_we_import():
     used = set().union(*(_stdlib_imports(p) for p in _sources()))
 
     def stdlib_of(version):
-        exe = shutil.which(f"python{version[0]}.{version[1]}")
-        if exe is None:
-            return None
-        out = subprocess.run([exe, "-c", "import sys; print(' '.join(sorted(sys.stdlib_module_names)))"],
-                             capture_output=True, text=True, timeout=60)
-        return set(out.stdout.split()) if out.returncode == 0 else None
+        name = f"python{version[0]}.{version[1]}"
+        pyenv = sorted(Path.home().glob(f".pyenv/versions/{version[0]}.{version[1]}.*/bin/{name}"))
+        for exe in [shutil.which(name), *map(str, pyenv)]:       # (a pyenv shim fails for a version not selected)
+            if exe is None:
+                continue
+            out = subprocess.run([exe, "-c", "import sys; print(' '.join(sorted(sys.stdlib_module_names)))"],
+                                 capture_output=True, text=True, timeout=60)
+            if out.returncode == 0:
+                return set(out.stdout.split())
+        return None
 
     floor = stdlib_of((major, minor))
     if floor is None:
