@@ -383,6 +383,8 @@ def test_a_chapter_key_changes_with_its_source_parameters_library_and_results_an
     modification time, _build/ or another chapter's results. Each change is undone before the next."""
     import os
 
+    from calib_book import cache
+
     base = _key(tiny_book)
     assert base == _key(tiny_book) and len(base) == 64
     source = tiny_book / "chapters" / "01-good.md"
@@ -409,7 +411,7 @@ def test_a_chapter_key_changes_with_its_source_parameters_library_and_results_an
     machinery = tmp_path / "machinery"                                   # the folder of calib_book
     (machinery / "calib_book").mkdir(parents=True)
     (machinery / "calib_book" / "claims.py").write_text("")
-    monkeypatch.setattr(runner, "book_path", lambda: machinery)
+    monkeypatch.setattr(cache, "package_folder", lambda: machinery / "calib_book")
     base = _key(tiny_book)
     assert changes(lambda: (machinery / "calib_book" / "claims.py").write_text("# edited\n"),
                    lambda: (machinery / "calib_book" / "claims.py").write_text(""))

@@ -21,5 +21,8 @@ Modules (an import goes to a module listed before it, or to ``calib``; of calib,
 - ``calib_book.pages``: the back-matter pages built from the ledger (claims, errata, reproduction, released
   code, execution statistics);
 - ``calib_book.browser``: the built book opened in headless Chromium, offline, and checked as a reader sees it;
+- ``calib_book.cache``: the key of a chapter's execution (source, parameters, library, results, versions), which
+  the runner compares to reuse an executed chapter;
+- ``calib_book.student``: the student edition (solutions removed, a cell to work in after each exercise);
 - ``calib_book.runner``: papermill executes the chapters, jupyter-book renders them.
 """

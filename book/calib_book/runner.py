@@ -60,8 +60,6 @@ that chapters share for presentation (glue, tables, number text) are in :mod:`ca
 
 from __future__ import annotations
 
-import hashlib
-import importlib.metadata
 import json
 import math
 import os
@@ -79,15 +77,16 @@ import yaml
 
 from calib._reproducible import CPU_ISA_VARIABLES, pin_cpu_kernels
 from calib_book import claims as claims_module
+from calib_book.cache import chapter_inputs, chapter_key, digest_file, library_digest  # noqa: F401 (re-exported)
 from calib_book.claims import repo_root
 from calib_book.exercises import exercises_in
 from calib_book.pages import (errata_page, exercises_page, ledger_page, released_code_page, reproduction_page,
                               status_page)
+from calib_book.student import add_starter_cells, strip_solutions  # noqa: F401 (re-exported)
 
 __all__ = ["PROFILES", "ParameterRange", "PARAMETER_RANGES", "ChapterError", "BuildLockedError", "BuildLock",
            "ChapterRun", "repo_root", "build_dir", "book_path", "chapters_in_toc", "run_chapter", "chapter_parameters",
-           "check_parameters", "library_digest", "chapter_inputs", "chapter_key", "run_book", "timing_table",
-           "build_book", "strip_solutions", "add_starter_cells"]
+           "check_parameters", "run_book", "timing_table", "build_book"]
 
 #: The execution profiles, ``quick`` (CPU, seconds to a few minutes a chapter) or ``full`` (paper scale, GPU
 #: if present).
@@ -481,97 +480,6 @@ def _record_timing(root: Path, run: ChapterRun, profile: str, finished: str | No
     claims_module.write_atomic(path, json.dumps(data, indent=1))
 
 
-def _digest_file(path: Path) -> str:
-    """SHA-256 of a file's bytes (OSError when it cannot be read)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _digest_tree(folder: Path) -> str:
-    """SHA-256 of a folder: every file's path (relative, sorted) and bytes, ``__pycache__`` and ``*.pyc`` left
-    out; ``"absent"`` for a folder that does not exist."""
-    if not folder.is_dir():
-        return "absent"
-    digest = hashlib.sha256()
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
-    for path in files:
-        digest.update(f"{path.relative_to(folder).as_posix()}\0{_digest_file(path)}\0".encode())
-    return digest.hexdigest()
-
-
-def library_digest(root: Path) -> str:
-    """SHA-256 of the library a chapter's kernel runs: every file of ``calib/`` (the kernel starts in ``root``, so
-    the checkout's ``calib`` comes first on its path) and of this package's folder, ``calib_book/``."""
-    return hashlib.sha256(f"{_digest_tree(Path(root) / 'calib')} {_digest_tree(book_path() / 'calib_book')}"
-                          .encode()).hexdigest()
-
-
-_RESULTS_NAMED = re.compile(r"book/results/([A-Za-z0-9][\w.-]*)")
-
-
-def chapter_inputs(root: Path, name: str) -> list[Path]:
-    """The stored results and data a chapter reads, relative to ``root``: ``book/data``, ``book/results/NAME`` and
-    every ``book/results/OTHER`` the chapter's source names (whether or not they exist)."""
-    source = (Path(root) / "chapters" / f"{name}.md").read_text(encoding="utf-8")
-    named = {f"book/results/{m}" for m in _RESULTS_NAMED.findall(source)}
-    folders = {Path(p).parts[2] for p in named} | {name}
-    return [Path("book/data"), *(Path("book/results") / f for f in sorted(folders))]
-
-
-#: The packages whose version is part of a chapter's key (with Python's): those that compute the book's numbers.
-KEYED_PACKAGES = ("torch", "numpy", "scipy", "scikit-learn", "matplotlib", "papermill")
-
-
-def _versions() -> dict:
-    out = {"python": sys.version}
-    for package in KEYED_PACKAGES:
-        try:
-            out[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            out[package] = None
-    return out
-
-
-def chapter_key(root: Path, name: str, parameters: dict, strict: bool = True) -> tuple[str, dict]:
-    """The key of one execution of a chapter, and what it is made of.
-
-    Parameters
-    ----------
-    root : Path
-        The book (the folder of ``_toc.yml``).
-    name : str
-        The chapter, ``NN-slug``.
-    parameters : dict
-        Every parameter the kernel gets (the profile included).
-    strict : bool
-        Whether a claim not confirmed stops the chapter.
-
-    Returns
-    -------
-    key : str
-        SHA-256 of ``components``.
-    components : dict
-        ``source``, ``parameters``, ``library`` (:func:`library_digest`), ``inputs`` (a digest per folder of
-        :func:`chapter_inputs`), ``versions`` and ``cpu_isa`` (the instruction set the kernel's torch is pinned
-        to); the module's docstring says why these.
-    """
-    root = Path(root)
-    kernel_env = dict(os.environ)
-    pin_cpu_kernels(kernel_env)
-    components = {
-        "source": _digest_file(root / "chapters" / f"{name}.md"),
-        "parameters": json.dumps({"strict": bool(strict), **parameters}, sort_keys=True, default=repr),
-        "library": library_digest(root),
-        "inputs": {folder.as_posix(): _digest_tree(root / folder) for folder in chapter_inputs(root, name)},
-        "versions": _versions(),
-        "cpu_isa": {k: kernel_env.get(k) for k in (*CPU_ISA_VARIABLES, "CALIB_CPU_ISA")},
-    }
-    return hashlib.sha256(json.dumps(components, sort_keys=True).encode()).hexdigest(), components
-
-
 def _cache_files(root: Path, name: str) -> tuple[Path, Path]:
     """The chapter's cache entry (``_build/cache/NAME.json``) and the claims of its last execution."""
     cache = build_dir(root) / "cache"
@@ -590,7 +498,7 @@ def _remember(root: Path, run: ChapterRun, profile: str, key: str, components: d
     entry, claims = _cache_files(root, run.name)
     entry.parent.mkdir(parents=True, exist_ok=True)
     claims_module.write_atomic(claims, claims_file.read_text(encoding="utf-8"))
-    record = {"key": key, "components": components, "notebook": _digest_file(notebook),
+    record = {"key": key, "components": components, "notebook": digest_file(notebook),
               "seconds": round(run.seconds, 2), "claims": run.claims, "profile": profile,
               "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
     claims_module.write_atomic(entry, json.dumps(record, indent=1))
@@ -613,7 +521,7 @@ def _reuse(root: Path, name: str, key: str, components: dict, profile: str) -> C
         records = claims_module.read_ledger(claims_path)
         if len(records) != entry["claims"] or any(r.chapter != name for r in records):
             return "its claims file is damaged"
-        if _digest_file(notebook) != entry["notebook"]:
+        if digest_file(notebook) != entry["notebook"]:
             return "its executed notebook changed"
     except OSError:
         return "its executed notebook is missing"
@@ -770,48 +678,6 @@ def _build_book(root: Path, strict: bool, student: bool) -> Path:
     return index
 
 
-_SOLUTION_BLOCK = re.compile(r"^(?P<fence>`{3,}|:{3,})\{solution\}.*?^(?P=fence)[ \t]*$\n?", re.M | re.S)
-_SOLUTION_START = re.compile(r"^(`{3,}|:{3,})\{solution-start\}", re.M)
-_SOLUTION_END = re.compile(r"^(`{3,}|:{3,})\{solution-end\}[^\n]*\n\1[ \t]*$\n?", re.M)
-
-
-def strip_solutions(nb):
-    """The notebook without its exercises' solutions: every ``{solution}`` block, and everything from a
-    ``{solution-start}`` to its ``{solution-end}`` (Markdown and code cells alike), removed in place; returns it."""
-    cells, inside = [], False
-    for cell in nb.cells:
-        if cell.cell_type != "markdown":
-            if not inside:
-                cells.append(cell)
-            continue
-        kept, text = [], cell.source
-        while text:
-            if inside:
-                end = _SOLUTION_END.search(text)
-                if end is None:
-                    text = ""
-                    break
-                inside, text = False, text[end.end():]
-            else:
-                start = _SOLUTION_START.search(text)
-                if start is None:
-                    kept.append(text)
-                    break
-                kept.append(text[:start.start()])
-                inside, text = True, text[start.start():]
-                first_line_end = text.find("\n")
-                text = "" if first_line_end < 0 else text[first_line_end + 1:]
-        source = _SOLUTION_BLOCK.sub("", "".join(kept)).strip("\n")
-        if source.strip():
-            cell.source = source
-            cells.append(cell)
-    if inside:
-        raise ValueError("a {solution-start} has no {solution-end} after it; close every solution before building "
-                         "the student book.")
-    nb.cells = cells
-    return nb
-
-
 def _stage_student(root: Path, src: Path, names: list[str]) -> Path:
     """Copy the staged book to ``_build/student/src`` with the solutions removed; write the student notebooks."""
     import nbformat
@@ -829,29 +695,3 @@ def _stage_student(root: Path, src: Path, names: list[str]) -> Path:
         blank = add_starter_cells(strip_solutions(_markdown_to_notebook(root / "chapters" / f"{name}.md")))
         nbformat.write(blank, notebooks / f"{name}.ipynb")
     return staged
-
-
-_EXERCISE_LABEL = re.compile(r"^(?:`{3,}|:{3,})\{exercise\}[^\n]*\n(?::[^\n]*\n)*?:label:\s*(\S+)", re.M)
-
-
-def add_starter_cells(nb):
-    """After each exercise, a code cell for the student's work that ends with the exercise's self-check call
-    (``check("ex-...", part=..., ...)``, the parts from ``calib_book.answers``); in place, returns it."""
-    import nbformat
-
-    from calib_book import exercises
-
-    known = set(exercises.labels())
-    cells = []
-    for cell in nb.cells:
-        cells.append(cell)
-        if cell.cell_type != "markdown":
-            continue
-        for label in _EXERCISE_LABEL.findall(cell.source):
-            lines = [f"# Exercise {label}: your work here"]
-            if label in known:
-                parts = ", ".join(f"{part}=..." for part in exercises.parts_of(label))
-                lines += ["", "from calib_book.exercises import check", "", f"check({label!r}, {parts})"]
-            cells.append(nbformat.v4.new_code_cell("\n".join(lines), metadata={"tags": ["student-work"]}))
-    nb.cells = cells
-    return nb
