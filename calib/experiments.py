@@ -463,7 +463,7 @@ def score_probabilities(probs, labels, n_bins: int = 15, log_probs=None) -> dict
 def evaluate_run(run: StoredRun, maps=POSTHOC_MAPS) -> list:
     """Long-format rows ``{model, loss, seed, map, metric, value}`` (plus ``temperature`` and ``gamma`` of
     the fitted map) for one stored run: each map of ``maps`` fitted on validation, scored on test. A map that does
-    not apply to the run's loss (:attr:`calib.posthoc.MapSpec.applies`: ``psi`` without a fixed gamma) is skipped."""
+    not apply to the run's loss (the ``applies`` of its :class:`~calib.posthoc.registry.MapSpec`: ``psi`` without a fixed gamma) is skipped."""
     arrays = run.logits()
     rows = []
     for name in maps:

@@ -37,7 +37,7 @@ __all__ = ["META", "HISTORY", "LOGITS", "CHECKPOINT", "RUN_FILES", "DISCARDABLE"
            "remove_temporaries", "run_owner", "RunLockedError", "CorruptRunError", "DiskFullError",
            "RunConfigError", "ReadOnlyRunError", "git_commit", "git_dirty", "device_name"]
 
-#: The run's metadata: config, versions, device, CPU instruction set, git commit, wall time, ``finished``.
+#: The run's metadata (config, versions, device, CPU instruction set, git commit, wall time, ``finished``).
 META = "meta.json"
 #: The per-epoch diagnostics.
 HISTORY = "history.json"

@@ -33,7 +33,7 @@ from calib.small_training import logistic_gradient_descent, resolve_device, trai
 __all__ = ["TrainConfig", "Trainer", "train", "config_from_meta", "paper_milestones", "torch_flags",
            "GRAD_NORM_EDGES", "DIAGNOSTICS", "AUGMENTATIONS", "DEFAULT_AUGMENT", "MAX_SEED"]
 
-#: Training augmentations: random crop with 4 pixels of padding and/or horizontal flip, or none.
+#: The training augmentations, random crop with 4 pixels of padding and/or horizontal flip, or none.
 AUGMENTATIONS = ("crop-flip", "crop", "flip", "none")
 #: Default augmentation by dataset, the CIFAR recipe (random crop with 4 pixels of padding and horizontal
 #: flip, Mukhoti et al. 2020, App. D) for natural images, crop only for digits in photographs (SVHN).
@@ -50,7 +50,7 @@ _NON_IDENTITY = ("device", "progress", "diagnostics")
 #: last-layer gradient norms and reliability tables of Mukhoti et al.'s Figs. 1-4) or "eval" (validation and
 #: test only: about half the cost of an epoch for a small network, for grids that need only the final logits).
 DIAGNOSTICS = ("full", "eval")
-#: The largest seed: every random generator of a run (numpy's legacy ``RandomState`` among them) accepts it.
+#: The largest seed, which every random generator of a run (numpy's legacy ``RandomState`` among them) accepts.
 MAX_SEED = 2 ** 32 - 1
 
 
@@ -513,7 +513,7 @@ class Trainer:
     def run(self, resume: bool = False, discard=(), restart: bool = False) -> Run:
         """Train (or resume, or skip a finished run of the same config) and return the run directory.
 
-        ``discard`` names files of :data:`DISCARDABLE` to delete once the run has finished: a stored run needs
+        ``discard`` names files of :data:`~calib.runs.DISCARDABLE` to delete once the run has finished: a stored run needs
         no ``checkpoint.pt``, and a tuning run whose validation history is all that is read needs no
         ``logits.npz`` either. ``restart`` starts a run of the same configuration over (a corrupted checkpoint).
         The directory is locked while the run writes to it (a second process is refused,
@@ -623,7 +623,7 @@ def train(config: TrainConfig | None = None, out=None, resume: bool = False, pro
     """Run :class:`Trainer` for ``config`` (or a config built from keyword ``fields``) into ``out``.
 
     ``out`` holding a finished run of the same config returns it without training; holding a run of
-    another config raises :class:`RunConfigError` (saying which fields differ).
+    another config raises :class:`~calib.runs.RunConfigError` (saying which fields differ).
 
     Examples
     --------

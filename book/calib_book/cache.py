@@ -69,7 +69,7 @@ def chapter_inputs(root: Path, name: str) -> list[Path]:
     return [Path("book/data"), *(Path("book/results") / f for f in sorted(folders))]
 
 
-#: The packages whose version is part of a chapter's key (with Python's): those that compute the book's numbers.
+#: The packages whose version is part of a chapter's key, with Python's; those that compute the book's numbers.
 KEYED_PACKAGES = ("torch", "numpy", "scipy", "scikit-learn", "matplotlib", "papermill")
 
 

@@ -26,14 +26,14 @@ def rerun_linear_toy(noise: float = 0.1, gamma: float = 1.0, half_side: float = 
     Parameters
     ----------
     noise, half_side
-        As for :func:`calib.data.make_linear_toy`: the share of labels flipped, and half the side of the square
+        As for :func:`calib.toy_data.make_linear_toy`: the share of labels flipped, and half the side of the square
         of cluster centres (the paper's: 0.1 and 2).
     gamma : float
         Focal loss's gamma (the paper's: 1); cross-entropy is gamma = 0.
     seeds : iterable of int
         One draw of the data per seed.
     lr, iterations
-        Step size and number of steps of :func:`calib.train.logistic_gradient_descent`, from w = 0.
+        Step size and number of steps of :func:`calib.small_training.logistic_gradient_descent`, from w = 0.
 
     Returns
     -------

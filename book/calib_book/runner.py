@@ -19,13 +19,13 @@ The layout under ``_build/``:
 Executing only what changed
 ---------------------------
 A chapter is executed again only when something its output depends on changed. Its key
-(:func:`chapter_key`) is a SHA-256 of:
+(:func:`~calib_book.cache.chapter_key`) is a SHA-256 of:
 
 - its source, ``chapters/NAME.md``;
 - its parameters: the profile, the overrides (``-p``) and ``strict``;
 - the library's source: every file under ``calib/`` and under this package's folder (``calib_book/``), byte for
-  byte (:func:`library_digest`);
-- the stored results and data it reads (:func:`chapter_inputs`): ``book/data/``, ``book/results/NAME/`` and every
+  byte (:func:`~calib_book.cache.library_digest`);
+- the stored results and data it reads (:func:`~calib_book.cache.chapter_inputs`): ``book/data/``, ``book/results/NAME/`` and every
   ``book/results/OTHER`` its source names (chapters 07 and 11 read chapter 10's runs);
 - the versions of Python and of the numerical packages (``KEYED_PACKAGES``), and the CPU
   instruction set the kernel's torch is pinned to (``calib._reproducible``).
@@ -226,7 +226,7 @@ def chapters_in_toc(root: Path) -> list[str]:
 @dataclass
 class ChapterRun:
     """One chapter's turn in a run: its wall time (for a reused chapter, that of its last execution), the claims it
-    recorded, whether it succeeded, and whether its last execution was reused (:func:`chapter_key`) or, when it
+    recorded, whether it succeeded, and whether its last execution was reused (:func:`~calib_book.cache.chapter_key`) or, when it
     was executed, why (``"forced"``, ``"no earlier successful execution"``, ``"changed: source, library"``)."""
 
     name: str
@@ -319,7 +319,7 @@ def run_chapter(root: Path, name: str, profile: str = "quick", parameters: dict 
     with the chapter, and this package's folder on its ``PYTHONPATH`` (:func:`book_path`). Raises
     :class:`ChapterError` naming the failing cell. With ``strict=False`` a claim the computation does not confirm
     is recorded as not confirmed and the chapter goes on (``$CALIB_STRICT=0``). A chapter whose
-    :func:`chapter_key` is that of its last successful execution is not executed: its notebook and claims are
+    :func:`~calib_book.cache.chapter_key` is that of its last successful execution is not executed: its notebook and claims are
     reused (the module's docstring says when), unless ``force``. Holds the :class:`BuildLock`.
     """
     with BuildLock(root):
@@ -543,7 +543,7 @@ def run_book(root: Path, profile: str = "quick", only: list[str] | None = None, 
     """Execute the chapters of ``_toc.yml`` (or those named in ``only``) in order; print a time table.
 
     A chapter whose inputs have not changed since its last successful execution is reused, not executed, unless
-    ``force`` (:func:`chapter_key`). Every parameter is checked before the first chapter runs; the
+    ``force`` (:func:`~calib_book.cache.chapter_key`). Every parameter is checked before the first chapter runs; the
     :class:`BuildLock` is held throughout."""
     names = chapters_in_toc(root)
     if only:
@@ -614,7 +614,7 @@ def build_book(root: Path, strict: bool = True, student: bool = False) -> Path:
 
     With ``student=True`` the book is rendered without the exercises' solutions into
     ``_build/student/_build/html``, and the chapters are also written, solutions removed and unexecuted, as
-    notebooks for students to work in, under ``_build/student/notebooks`` (see :func:`strip_solutions`). Holds
+    notebooks for students to work in, under ``_build/student/notebooks`` (see :func:`~calib_book.student.strip_solutions`). Holds
     the :class:`BuildLock`.
 
     Sphinx builds incrementally: it reads again only the pages whose files changed (a reused chapter's notebook

@@ -340,7 +340,7 @@ def effective_inverse_temperature(s, gamma):
 
     ``beta(s) = gamma + 1 - log f_gamma(s) / s`` (Komisarenko & Kull 2024, App. A.3), even in s, with the limit
     ``beta(0) = gamma + 1 - gamma (2 log 2 - 1) / (1 + gamma log 2)`` (the slope f'_gamma(0); the book's
-    derivation, :func:`calib.symbolic.focal_calibration_on_logits`). Prop. 3, corrected, says
+    derivation, :func:`calib.symbolic.focal_calibration_on_logits <calib.symbolic.komisarenko.focal_calibration_on_logits>`). Prop. 3, corrected, says
     ``gamma + 1 - log(gamma + 1) / 2 < beta(s) < gamma + 1`` for gamma > 0 and s != 0.
 
     Parameters

@@ -35,7 +35,7 @@ MAP_DOMAIN = ("The map weighs class j by v_j / g(v_j, gamma), with g(v, gamma) =
               "probability weight. (Komisarenko & Kull 2024 use gamma_ev in {-0.5, -0.25}; their released code "
               "also gamma = -1.)")
 
-#: The domains of the focal parameter: name -> (lower bound, bound excluded, why the bound).
+#: The domains of the focal parameter, name -> (lower bound, bound excluded, why the bound).
 GAMMA_DOMAINS = {
     "focal": (0.0, False, "gamma = 0 is cross-entropy; focal loss needs gamma >= 0."),
     "positive": (0.0, True, ""),
@@ -158,8 +158,8 @@ def softplus(s: np.ndarray) -> np.ndarray:
 def gradient_factor_of_logit(s: np.ndarray, gamma) -> np.ndarray:
     """g(p, gamma) at p = expit(s), without input checks: ``exp(-gamma softplus(s)) (1 + gamma r)``.
 
-    The same value as :func:`calib.focal.gradient_factor`, accurate when p rounds to 1 (the logistic model of
-    :func:`calib.train.logistic_gradient_descent` evaluates it every step).
+    The same value as :func:`calib.focal.gradient_factor <calib.focal.gradient.gradient_factor>`, accurate when p rounds to 1 (the logistic model of
+    :func:`calib.small_training.logistic_gradient_descent` evaluates it every step).
     """
     r, sp = logit_terms(s)
     return np.exp(-gamma * sp) * (1 + gamma * r)

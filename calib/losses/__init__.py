@@ -10,7 +10,7 @@ and their gradients stay finite when a float32 softmax saturates.
   S-AvUC (Karandikar et al. 2021) and MMCE (Kumar et al. 2018);
 - :mod:`calib.losses.registry`: one table of every loss family, from which ``get_loss("fl-3")``,
   ``get_loss("ce", secondary="sb-ece", secondary_weight=0.5)`` and the lists of names are generated; the
-  losses it builds are ``torch.nn.Module`` s that pickle.
+  losses it builds are ``torch.nn.Module`` objects that pickle.
 
 Every public name is importable from ``calib.losses``. ``calib.losses.soft_binned_ece`` is now
 :func:`soft_binned_ece_loss` (logits and targets; the numpy metric on confidences is

@@ -7,7 +7,7 @@ generated from the table: :func:`get_loss`, :func:`get_secondary_loss`, :func:`l
 :func:`secondary_loss_names`, the lookups :data:`LOSSES` and :data:`SECONDARY_LOSSES`, :func:`describe_loss` and
 the list of names in :func:`get_loss`'s docstring. A new loss is one new row.
 
-Every loss built here is a :class:`torch.nn.Module` (a :class:`RegisteredLoss` or a :class:`CombinedLoss`)
+Every loss built here is a ``torch.nn.Module`` (a :class:`RegisteredLoss` or a :class:`CombinedLoss`)
 holding plain values and module-level functions, so that it pickles (``pickle.dumps(get_loss("fl-3"))``),
 deep-copies and prints its options; it is called as ``loss(logits, targets)``.
 
@@ -398,7 +398,7 @@ def focal_gamma(name: str) -> float | None:
 
 
 def get_loss(name: str, secondary: str | None = None, secondary_weight: float = 1.0) -> Loss:
-    """The loss called ``name``, a :class:`torch.nn.Module` called as ``loss(logits, targets) -> scalar tensor``
+    """The loss called ``name``, a ``torch.nn.Module`` called as ``loss(logits, targets) -> scalar tensor``
     (the mean over the batch) that pickles.
 
     Parameters

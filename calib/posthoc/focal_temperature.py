@@ -267,7 +267,7 @@ class FocalTemperatureScaling(Estimator):
     gamma_, temperature_ : float
         The chosen evaluation gamma and temperature (first minimum on ties: gammas in the given order, then T).
     score_ : float
-        The validation objective at (gamma_, temperature_).
+        The validation objective at (``gamma_``, ``temperature_``).
     grid_scores_ : ndarray, shape (len(gammas), len(temperatures)), or None
         "grid" search: the validation objective at every grid point.
     path_ : dict or None

@@ -13,8 +13,9 @@ import numpy as np
 
 __all__ = ["EDGE_SHARE", "GridEdgeWarning", "grid_edge"]
 
-#: Share of a grid's points at each end that count as its edge (at least one point): a best score there, or one
-#: that the edge matches within sampling noise, means that the optimum may lie beyond the grid (GridEdgeWarning).
+#: The share of a grid's points at each end that count as its edge, at least one point. A best score there, or
+#: one that the edge matches within sampling noise, means that the optimum may lie beyond the grid
+#: (GridEdgeWarning).
 EDGE_SHARE = 0.05
 
 
