@@ -227,3 +227,20 @@ def test_a_console_error_is_reported(site):
     report = audited(site, "<p>x</p>", head=LAYOUT_HEAD + twice)
     assert report.console_errors == 1
     assert any("THEBE_JS_URL" in p and "console error" in p for p in report.problems), report.problems
+
+
+def test_a_redirect_page_is_checked_for_its_target_not_rendered(tmp_path):
+    """The build's index.html only redirects (a meta refresh, no text): in the audit's frame it navigates away
+    before the audit runs, so the check confirms its target exists instead, and flags a target that does not."""
+    from calib_book import browser
+
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "intro.html").write_text("<html><body><p>Intro</p></body></html>")
+    page = tmp_path / "index.html"
+    page.write_text('<meta http-equiv="Refresh" content="0; url=book/intro.html" />\n')
+    assert browser.redirect_target(page) == "book/intro.html"
+    assert browser.check_page(page, tmp_path, chromium="/nonexistent/chromium").problems == []
+    page.write_text('<meta http-equiv="Refresh" content="0; url=book/gone.html" />\n')
+    assert browser.check_page(page, tmp_path, chromium="/nonexistent/chromium").problems == \
+        ["redirects to book/gone.html, which does not exist"]
+    assert browser.redirect_target(tmp_path / "book" / "intro.html") is None          # an ordinary page

@@ -41,7 +41,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 __all__ = ["PageReport", "find_chromium", "rendered_dom", "audit_page", "check_page", "book_pages", "check_book",
-           "visible_code_lines", "MIN_CONTRAST", "WIDTHS"]
+           "visible_code_lines", "redirect_target", "MIN_CONTRAST", "WIDTHS"]
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
 _RAW_TABLE_ROW = re.compile(r"^\s*\|[^|]*\S[^|]*(\|[^|]*\S[^|]*)+\|\s*$")   # | a | b |: two cells or more
@@ -465,10 +465,29 @@ def _check_static(report: PageReport, page: Path, html_root: Path, ids_of) -> No
             report.problems.append(f"link to {href}: no element with id {fragment!r} there")
 
 
+_REDIRECT = re.compile(r'<meta\s+http-equiv="refresh"\s+content="\d+;\s*url=([^"]+)"', re.I)
+
+
+def redirect_target(page: Path) -> str | None:
+    """The target of a page that only redirects (``<meta http-equiv="Refresh" content="0; url=...">`` and no
+    body text), as Sphinx-external-toc writes the build's ``index.html``; None for any other page. In a frame such
+    a page navigates away before an audit script could run."""
+    text = page.read_text(encoding="utf-8", errors="replace")
+    found = _REDIRECT.search(text)
+    if found is None or len(re.sub(r"<[^>]*>", "", text).strip()) > 0:
+        return None
+    return found.group(1)
+
+
 def check_page(page: Path, html_root: Path, chromium: str, ids_of=None) -> PageReport:
     """Check one built page, statically and as rendered by Chromium; see the module docstring for what."""
     ids_of = ids_of or _ids_reader()
     report = PageReport(str(page.relative_to(html_root)))
+    redirect = redirect_target(page)
+    if redirect is not None:              # a redirect (the build's index.html): its target exists, nothing to render
+        if not (page.parent / redirect).is_file():
+            report.problems.append(f"redirects to {redirect}, which does not exist")
+        return report
     _check_static(report, page, html_root, ids_of)
     for width in sorted(WIDTHS, reverse=True):
         dom, audit = audit_page(page, chromium, width)
