@@ -30,6 +30,7 @@ API = ROOT / "book" / "api"
 #: calib.symbolic only re-export these.
 PUBLIC_MODULES = [
     "calib.metrics.binned", "calib.metrics.scores", "calib.metrics.risk_coverage", "calib.metrics.registry",
+    "calib.metrics.streaming",
     "calib.posthoc.temperature", "calib.posthoc.focal_temperature", "calib.posthoc.grid", "calib.posthoc.registry",
     "calib.losses.functional", "calib.losses.batch", "calib.losses.registry",
     "calib.focal.gradient", "calib.focal.schedules", "calib.focal.optimum", "calib.focal.calibration_map",
