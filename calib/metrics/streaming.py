@@ -35,6 +35,7 @@ import numbers
 import numpy as np
 
 from calib._validate import as_probs_labels_top
+from calib.distributed import world_size
 from calib.metrics import _binning  # BLOCK_ELEMENTS is read at call time, as in calib.metrics.binned
 from calib.metrics._binning import (NORMS, Bins, bin_top_label, binned_error, check_binning_args, uniform_bin,
                                     uniform_edges)
@@ -42,16 +43,7 @@ from calib.metrics.binned import classwise_ece, top_label_ece
 from calib.metrics.scores import brier, nll
 
 __all__ = ["StreamingMetric", "StreamingECE", "StreamingClasswiseECE", "StreamingNLL", "StreamingBrier",
-           "StreamingAccuracy", "StreamingAURC", "distributed_world"]
-
-
-def distributed_world() -> int:
-    """The number of processes of the initialised ``torch.distributed`` group; 1 when there is none."""
-    try:
-        import torch.distributed as dist
-    except ImportError:  # pragma: no cover - torch is a dependency
-        return 1
-    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+           "StreamingAccuracy", "StreamingAURC"]
 
 
 def _all_reduce_sums(arrays: dict) -> dict:
@@ -114,7 +106,7 @@ class StreamingMetric:
         """The one-shot function's value on every row seen (by every rank when ``torch.distributed`` is
         initialised and ``sync``; then a collective). Raises ValueError before any row was seen."""
         sums, rows = self._sums, self._rows
-        if sync and distributed_world() > 1:
+        if sync and world_size() > 1:
             sums = _all_reduce_sums(sums) if sums else sums
             rows = _all_gather_rows(rows) if rows else rows
         n = sums["n"] if "n" in sums else sum(len(part) for part in next(iter(rows.values())))
