@@ -268,16 +268,16 @@ class StreamingNLL(_MeanOfRows):
     """:func:`calib.metrics.nll` over batches (a true class of probability 0 raises its ValueError)."""
 
     def _batch(self, probs, labels):
-        p, y, _, _ = as_probs_labels_top(probs, labels, dtype=None)
-        return p.shape[0], nll(p, y) * p.shape[0]
+        n = len(labels)                  # nll checks that it is the number of rows of probs
+        return n, nll(probs, labels) * n
 
 
 class StreamingBrier(_MeanOfRows):
     """:func:`calib.metrics.brier` (multiclass Brier score) over batches."""
 
     def _batch(self, probs, labels):
-        p, y, _, _ = as_probs_labels_top(probs, labels, dtype=None)
-        return p.shape[0], brier(p, y) * p.shape[0]
+        n = len(labels)                  # brier checks that it is the number of rows of probs
+        return n, brier(probs, labels) * n
 
 
 class StreamingAccuracy(_MeanOfRows):
