@@ -8,11 +8,12 @@ checks it against this list; ARCHITECTURE.md explains them):
   ``calib.focal`` (the focal family as numpy functions, a package: ``gradient`` g, thresholds and gamma*;
   ``schedules`` FLSD; ``optimum`` the focal risk and its minimiser; ``calibration_map`` Psi^gamma and the TS
   bounds; ``numerics`` the kernels they share), ``calib.stats`` (seed-level and paired-bootstrap intervals, and
-  the rule that turns them into a verdict)
+  the rule that turns them into a verdict), ``calib.distributed`` (the process group of a torchrun launch and
+  the collectives calib uses)
 - layer 1: ``calib.metrics`` (calibration, accuracy and selective-classification metrics, a package:
   ``binned`` binned calibration errors and reliability-diagram data; ``scores`` NLL, Brier, accuracy, KS;
-  ``risk_coverage`` confidence scores, risk-coverage curve, AURC; ``registry`` the one table behind
-  ``get_metric``),
+  ``risk_coverage`` confidence scores, risk-coverage curve, AURC; ``streaming`` the same accumulated over
+  batches and ranks; ``registry`` the one table behind ``get_metric``),
   ``calib.soft_binning`` (soft bin membership, SB-ECE and soft uncertainty in numpy, Karandikar et al. 2021),
   ``calib.losses`` (training losses in torch, a package: ``functional`` per-sample losses, ``batch`` batch
   objectives, ``registry`` the one table behind ``get_loss``), ``calib.published`` (the papers' result tables

@@ -65,7 +65,9 @@ def _add_train_parser(commands) -> None:
         "train", help="train one network (per-epoch diagnostics, checkpoints, --resume)",
         description="Train a network with the recipe of Mukhoti et al. (2020) by default (SGD, momentum 0.9, "
                     "weight decay 5e-4, batch 128, lr 0.1 divided by 10 at 150/350 and 250/350 of the run). "
-                    "Writes meta.json, history.json, logits.npz and checkpoint.pt into --out.")
+                    "Writes meta.json, history.json, logits.npz and checkpoint.pt into --out. Under torchrun "
+                    "(torchrun --standalone --nproc_per_node N -m calib train ...) one run trains across the N "
+                    "processes with DistributedDataParallel; --batch-size is the global batch.")
     t.add_argument("--data", help="dataset: fashion-mnist, cifar10, cifar100, svhn, digits, "
                                                   "breast-cancer, linear-toy, gaussian-1d")
     t.add_argument("--model", help="network, e.g. resnet20, resnet50, wrn-26-10, small-cnn, mlp")
@@ -217,6 +219,10 @@ def _train(args) -> None:
                  if meta.is_file() else "the same command")
         raise _Interrupted(f"interrupted; {args.out} keeps every completed epoch (nothing is half-written). Continue "
                            f"with: {again}") from None
+    from calib.distributed import launch
+
+    if not launch().main:                           # torchrun: rank 0 reports the run
+        return
     last = run.epochs[-1] if run.epochs else {}
     test = last.get("test", {})
     print(f"calib: run in {run.out}: {run.meta.get('epochs_done')} epochs, test accuracy "

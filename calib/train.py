@@ -7,6 +7,27 @@ run) and writes a run directory (:mod:`calib.runs` owns its format: ``meta.json`
 back (the chapters read committed GPU runs from ``book/results``). The small in-memory trainings of the chapters
 (the linear toy's gradient descent, a minimal loop) are :mod:`calib.small_training`; their names stay
 importable from here.
+
+**Across processes.** Launched by ``torchrun --standalone --nproc_per_node N -m calib train ...`` (``WORLD_SIZE``
+> 1, :mod:`calib.distributed`), one run trains with ``DistributedDataParallel`` (gloo on the CPU, NCCL on CUDA,
+one GPU per process). ``batch_size`` is the *global* batch: every rank draws the epoch's order, crops and flips
+from the same seed (the role of a seeded ``DistributedSampler`` with ``set_epoch``) and takes its contiguous
+share of each global batch (sizes differing by at most one), so N processes see exactly the batches of one. Each
+rank's loss is weighted by its share of the batch (times N, which DDP's gradient mean divides out), so the
+all-reduced gradient is that of the mean loss over the global batch, for any split. Rank 0 alone holds the run
+lock, evaluates (the diagnostics, on the whole splits) and writes ``meta.json``, ``history.json``,
+``logits.npz`` and ``checkpoint.pt``; the other ranks wait at a barrier. ``resume`` works as for one process:
+every rank loads the checkpoint. What differs from one process:
+
+- batch objectives (SB-ECE, S-AvUC, MMCE, the AURC losses; :mod:`calib.losses.batch`) are computed on each
+  rank's share of the batch, not on the whole batch: with N ranks their bins, pairs or ranks come from B / N
+  samples, a noisier (and for the binned ones, differently biased) estimate, and the training loss recorded is
+  the share-weighted mean of the ranks' values. Gathering the logits would keep them exact but would
+  need a differentiable all-gather in every step; per-sample losses are exact either way;
+- batch normalisation uses each rank's share on the CPU (as plain DDP does; its running statistics are rank 0's,
+  broadcast each step), and the global batch's statistics on CUDA (``SyncBatchNorm``, as one process);
+- the float sums of the gradient are taken in another order: 2 gloo ranks give the logits of one process to
+  about 1e-6 after a few epochs of an MLP (``tests/test_distributed.py`` measures it), not to the bit.
 """
 
 from __future__ import annotations
@@ -23,7 +44,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from calib import runs
+from calib import distributed, runs
 from calib._reproducible import cpu_kernel_setting
 from calib._validate import check_choice, check_int, check_positive
 from calib.runs import (DISCARDABLE, CorruptRunError, DiskFullError, ReadOnlyRunError, Run,  # noqa: F401 (re-exported)
@@ -261,11 +282,12 @@ class Trainer:
 
     def __init__(self, config: TrainConfig, out, progress: bool = True, dataset=None):
         self.config = config.resolved()
+        self.launch = distributed.launch()
         if out is None or not str(out).strip():
             raise ValueError(f"out is {'empty' if out is not None else 'missing'}; name the run directory (e.g. "
                              f"--out _build/runs/demo).")
         self.out = Path(out)
-        self.progress = progress
+        self.progress = progress and self.launch.main
         self._dataset = dataset
 
     # ------------------------------------------------------------------------------------------ set-up
@@ -276,6 +298,8 @@ class Trainer:
 
         cfg = self.config
         self.device = resolve_device(cfg.device)
+        if self.launch.distributed and self.device.type == "cuda":
+            self.device = torch.device("cuda", self.launch.local_rank)
         ds = self._dataset if self._dataset is not None else load_dataset(cfg.data, seed=cfg.seed)
         if ds.name != cfg.data:
             raise ValueError(f"the dataset passed is {ds.name!r} but the config says data={cfg.data!r}.")
@@ -284,6 +308,13 @@ class Trainer:
         if cfg.channels_last and ds.is_image:
             self.model = self.model.to(memory_format=torch.channels_last)
         self.n_parameters = count_parameters(self.model)
+        self.train_model = self.model
+        if self.launch.distributed:
+            self._check_shares(len(ds.y_train))
+            if self.device.type == "cuda":
+                self.model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(self.model)
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.train_model = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
         self.loss_fn = get_loss(cfg.loss, cfg.secondary, cfg.secondary_weight)
         flip = cfg.augment in ("crop-flip", "flip")
         pad = 4 if cfg.augment in ("crop-flip", "crop") else 0
@@ -303,6 +334,17 @@ class Trainer:
         self.history: dict = {"grad_norm_edges": GRAD_NORM_EDGES.tolist(), "reliability_bins": 25, "epochs": []}
         self.epoch = 0
         self.wall_time = 0.0
+
+    def _check_shares(self, n_train: int) -> None:
+        """Refuse a global batch that leaves a rank without rows (a batch, or the epoch's last one, smaller
+        than the number of processes)."""
+        world, batch = self.launch.world_size, self.config.batch_size
+        last = n_train % batch
+        if batch < world or 0 < last < world:
+            size = batch if batch < world else last
+            raise ValueError(f"a global batch of {size} rows (batch_size={batch}, {n_train} training samples) "
+                             f"cannot be shared by {world} processes; choose batch_size >= {world} whose last batch "
+                             f"(n_train % batch_size) is 0 or >= {world}, or fewer processes.")
 
     # ----------------------------------------------------------------------------------- checkpointing
     def _rng_state(self) -> dict:
@@ -469,18 +511,26 @@ class Trainer:
         generator = torch.Generator().manual_seed(_epoch_seed(cfg.seed, epoch))
         total = torch.zeros((), dtype=torch.float64, device=self.device)
         amp = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=bool(cfg.amp))
+        world = self.launch.world_size
         for xb, yb in self.train_loader.epoch(generator):
+            batch = yb.shape[0]
+            if world > 1:                      # this rank's share of the global batch
+                rows = distributed.local_rows(batch, self.launch)
+                xb, yb = xb[rows], yb[rows]
             self.optimizer.zero_grad(set_to_none=True)
             with amp:
-                logits = self.model(xb)
+                logits = self.train_model(xb)
             value = self.loss_fn(logits.float(), yb)
-            value.backward()
+            # DDP averages the ranks' gradients: weighting each by world * share gives the global batch's mean
+            (value * (world * yb.shape[0] / batch) if world > 1 else value).backward()
             if cfg.grad_clip is not None:
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
             self.optimizer.step()
             total += value.detach().double() * yb.shape[0]
             if bar is not None:
                 bar.update(1)
+        if world > 1:
+            torch.distributed.all_reduce(total)
         mean_loss = float(total) / self.train_loader.n
         if not np.isfinite(mean_loss):
             raise FloatingPointError(f"the training loss became {mean_loss} in epoch {epoch}; lower --lr or set "
@@ -500,6 +550,7 @@ class Trainer:
                 "versions": {"calib": getattr(calib, "__version__", "0.1.0"), "torch": torch.__version__,
                              "numpy": np.__version__, "scipy": scipy.__version__, "python": sys.version.split()[0]},
                 "git_commit": runs.git_commit(), "git_dirty": runs.git_dirty(), "threads": torch.get_num_threads(),
+                "world_size": self.launch.world_size,
                 "cpu_capability": kernels["capability"], "cpu_kernels": kernels["variables"],
                 "written": time.strftime("%Y-%m-%d %H:%M:%S"), **({"discarded": list(discarded)} if finished else {})}
 
@@ -517,28 +568,57 @@ class Trainer:
         no ``checkpoint.pt``, and a tuning run whose validation history is all that is read needs no
         ``logits.npz`` either. ``restart`` starts a run of the same configuration over (a corrupted checkpoint).
         The directory is locked while the run writes to it (a second process is refused,
-        ``calib.train.RunLockedError``); temporaries left by a killed run are removed first."""
+        ``calib.train.RunLockedError``); temporaries left by a killed run are removed first. Across processes
+        (module docstring) rank 0 holds the lock and decides; every rank raises its error."""
         if isinstance(discard, str):
             raise ValueError(f"discard must be a list of file names, e.g. [{discard!r}]; got the string {discard!r}.")
         discard = tuple(discard)
         for name in discard:
             check_choice(name, "discard", DISCARDABLE)
-        self._make_out()
-        with runs.RunLock(self.out) as lock:
-            runs.remove_temporaries(self.out)              # temporaries of a killed run
-            if restart:
-                self._clear_for_restart()
-            state = self._check_out(resume)
-            if state == "done":
-                lock.release(remove=True)
+        device_type = resolve_device(self.config.device).type
+        with distributed.process_group(self.launch, device_type):
+            if not self.launch.main:
+                state = distributed.broadcast_object(None)
+                if isinstance(state, BaseException):
+                    raise state
+                if state != "done":
+                    with torch_flags(device_type):
+                        self._run(state, discard)
+                distributed.barrier()                      # rank 0 has written every file
                 return load_run(self.out)
-            if not os.access(self.out, os.W_OK):
-                raise ReadOnlyRunError(f"out {self.out} is not writable; choose a writable --out, or make the "
-                                       f"directory writable.")
-            with torch_flags(resolve_device(self.config.device).type):
-                run = self._run(state, discard)
-            lock.release(remove=True)
-            return run
+            try:
+                self._make_out()
+                lock = runs.RunLock(self.out).__enter__()
+            except BaseException as exc:
+                distributed.broadcast_object(exc)
+                raise
+            run = None
+            try:
+                try:
+                    state = self._check_state(resume, restart)
+                except BaseException as exc:
+                    distributed.broadcast_object(exc)
+                    raise
+                distributed.broadcast_object(state)
+                if state != "done":
+                    with torch_flags(device_type):
+                        run = self._run(state, discard)
+            finally:
+                lock.release(remove=True)
+            distributed.barrier()
+            return run or load_run(self.out)
+
+    def _check_state(self, resume: bool, restart: bool) -> str:
+        """Under the lock: remove a killed run's temporaries, clear for ``restart``, and return ``"new"``,
+        ``"resume"`` or ``"done"`` (:meth:`_check_out`), refusing a directory that cannot be written."""
+        runs.remove_temporaries(self.out)              # temporaries of a killed run
+        if restart:
+            self._clear_for_restart()
+        state = self._check_out(resume)
+        if state != "done" and not os.access(self.out, os.W_OK):
+            raise ReadOnlyRunError(f"out {self.out} is not writable; choose a writable --out, or make the "
+                                   f"directory writable.")
+        return state
 
     def _make_out(self) -> None:
         if (self.out / runs.META).is_file():
@@ -572,7 +652,9 @@ class Trainer:
         if state == "resume":
             self.load_checkpoint()
         cfg = self.config
-        runs.write_json(self.out / runs.META, self._meta(finished=False))
+        main = self.launch.main
+        if main:
+            runs.write_json(self.out / runs.META, self._meta(finished=False))
         epoch_bar = batch_bar = None
         if self.progress:
             from tqdm.auto import tqdm
@@ -594,20 +676,25 @@ class Trainer:
                           "gamma": _json_float(getattr(self.loss_fn, "gamma", np.nan)),
                           "train_seconds": round(train_seconds, 4),
                           "images_per_s": round(self.train_loader.n / train_seconds, 1)}
-                record.update(self.diagnose())
-                if self.device.type == "cuda":
-                    record["peak_memory_mb"] = round(torch.cuda.max_memory_allocated(self.device) / 2 ** 20, 1)
+                if main:                       # rank 0 evaluates and writes; the others wait at the barrier
+                    record.update(self.diagnose())
+                    if self.device.type == "cuda":
+                        record["peak_memory_mb"] = round(torch.cuda.max_memory_allocated(self.device) / 2 ** 20, 1)
                 self.history["epochs"].append(record)
                 self.epoch = epoch
                 self.wall_time += time.perf_counter() - start
-                self.save_checkpoint()
-                runs.write_json(self.out / runs.HISTORY, self.history)
+                if main:
+                    self.save_checkpoint()
+                    runs.write_json(self.out / runs.HISTORY, self.history)
+                distributed.barrier()
                 if batch_bar is not None:
                     batch_bar.close()
                 if epoch_bar is not None:
                     epoch_bar.update(1)
                     epoch_bar.set_postfix(loss=f"{train_loss:.4f}", test_acc=f"{record['test']['accuracy']:.3f}",
                                           test_ece=f"{record['test']['ece']:.3f}")
+            if not main:
+                return None
             self._final_logits()
             runs.write_json(self.out / runs.META, self._meta(finished=True, discarded=discard))
             for name in discard:

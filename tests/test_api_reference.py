@@ -30,12 +30,13 @@ API = ROOT / "book" / "api"
 #: calib.symbolic only re-export these.
 PUBLIC_MODULES = [
     "calib.metrics.binned", "calib.metrics.scores", "calib.metrics.risk_coverage", "calib.metrics.registry",
+    "calib.metrics.streaming",
     "calib.posthoc.temperature", "calib.posthoc.focal_temperature", "calib.posthoc.grid", "calib.posthoc.registry",
     "calib.losses.functional", "calib.losses.batch", "calib.losses.registry",
     "calib.focal.gradient", "calib.focal.schedules", "calib.focal.optimum", "calib.focal.calibration_map",
     "calib.focal.numerics",
     "calib.soft_binning", "calib.stats", "calib.simulate", "calib.selective", "calib.data", "calib.toy_data",
-    "calib.dataset_files", "calib.models", "calib.small_training", "calib.train", "calib.runs", "calib.experiments",
+    "calib.dataset_files", "calib.models", "calib.small_training", "calib.train", "calib.distributed", "calib.runs", "calib.experiments",
     "calib.plots", "calib.symbolic.base", "calib.symbolic.mukhoti", "calib.symbolic.charoenphakdee",
     "calib.symbolic.zhou", "calib.symbolic.komisarenko", "calib.symbolic.karandikar", "calib.published", "calib.cli",
 ]

@@ -15,6 +15,8 @@ A package; every public name is importable from ``calib.metrics``:
 - :mod:`calib.metrics.scores`: NLL, Brier score, accuracy, mean confidence, the Kolmogorov-Smirnov error;
 - :mod:`calib.metrics.risk_coverage`: selective classification: confidence score functions, the risk-coverage
   curve and the AURC;
+- :mod:`calib.metrics.streaming`: the same metrics accumulated over batches and across processes
+  (``update`` / ``compute`` / ``reset``, reduced with ``torch.distributed``);
 - :mod:`calib.metrics.registry`: the metrics of the book's tables by name, :data:`~calib.metrics.registry.REGISTRY`
   (:func:`~calib.metrics.registry.get_metric`).
 """
@@ -32,6 +34,8 @@ from calib.metrics.registry import REGISTRY, MetricSpec, get_metric, metric_name
 from calib.metrics.risk_coverage import (CSFS, RiskCoverage, aurc, confidence_range, confidence_score,
                                          risk_coverage_curve)
 from calib.metrics.scores import accuracy, brier, ks_error, mean_confidence, nll
+from calib.metrics.streaming import (StreamingAccuracy, StreamingAURC, StreamingBrier, StreamingClasswiseECE,
+                                     StreamingECE, StreamingMetric, StreamingNLL)
 
 __all__ = [
     "CSFS",
@@ -39,6 +43,13 @@ __all__ = [
     "MetricSpec",
     "Reliability",
     "RiskCoverage",
+    "StreamingAURC",
+    "StreamingAccuracy",
+    "StreamingBrier",
+    "StreamingClasswiseECE",
+    "StreamingECE",
+    "StreamingMetric",
+    "StreamingNLL",
     "accuracy",
     "adaptive_ece",
     "adaptive_ece_torrvision",
