@@ -25,7 +25,8 @@ checks it against this list; ARCHITECTURE.md explains them):
   behind ``get_map``), ``calib.simulate`` (synthetic
   calibrated and miscalibrated models, exact population errors), ``calib.data`` (datasets and loaders),
   ``calib.models`` (networks), ``calib.small_training`` (the in-memory trainings of the chapters: the linear
-  toy's gradient descent, a minimal loop)
+  toy's gradient descent, a minimal loop), ``calib.run_config`` (the configuration of a training run, checked,
+  and read back from a stored run)
 - layer 3: ``calib.train`` (training runs with diagnostics, checkpoints and resume), ``calib.experiments`` (grids
   of runs, the store of finished runs, post-hoc maps and metrics across runs), ``calib.selective``
   (Zhou et al. 2025's selective-classification bounds and counterexamples, built on simulate and losses)

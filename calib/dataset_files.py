@@ -56,6 +56,8 @@ SOURCES = {
 
 #: Where Debian's ``dataset-fashion-mnist`` package puts the four files (recompressed, so their MD5s differ
 #: from the official ones; they are checked by their headers and sizes instead).
+#:
+#: :meta hide-value:
 DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 
 _INSTALL_HINTS = {

@@ -36,7 +36,7 @@ PUBLIC_MODULES = [
     "calib.focal.gradient", "calib.focal.schedules", "calib.focal.optimum", "calib.focal.calibration_map",
     "calib.focal.numerics",
     "calib.soft_binning", "calib.stats", "calib.simulate", "calib.selective", "calib.data", "calib.toy_data",
-    "calib.dataset_files", "calib.models", "calib.small_training", "calib.train", "calib.distributed", "calib.runs", "calib.experiments",
+    "calib.dataset_files", "calib.models", "calib.small_training", "calib.run_config", "calib.train", "calib.distributed", "calib.runs", "calib.experiments",
     "calib.plots", "calib.symbolic.base", "calib.symbolic.mukhoti", "calib.symbolic.charoenphakdee",
     "calib.symbolic.zhou", "calib.symbolic.komisarenko", "calib.symbolic.karandikar", "calib.published", "calib.cli",
 ]

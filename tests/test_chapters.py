@@ -50,7 +50,11 @@ def test_a_stored_quick_run_of_chapter_05_retrains_bit_for_bit(tmp_path):
     calib._reproducible)."""
     import torch
 
-    from calib.train import _cpu_capability, config_from_meta, load_run, train
+    from calib._reproducible import cpu_kernel_setting
+    from calib.train import config_from_meta, load_run, train
+
+    def _cpu_capability():
+        return cpu_kernel_setting()["capability"]
 
     stored = load_run(STORED_05 / "ce" / "seed0")
     if stored.meta["cpu_capability"] != _cpu_capability():
