@@ -7,13 +7,13 @@ import numpy as np
 
 from calib import metrics
 
-#: Font sizes (points) for figures read on a phone as well as a desktop: a figure 10 inches wide shown across a
-#: phone's 350-pixel column is scaled by about 0.5, so its tick labels (10 pt) still come out at about 5 px, twice
-#: matplotlib's default 3-4 px at the old 1x PNG; narrower figures scale less.
+#: Font sizes (points) for figures read on a phone as well as a desktop, up from matplotlib's 10 pt. On a phone a
+#: figure keeps at least 560 CSS px (``book/_static/claims.css``): a 10-inch figure (960 px as SVG) is then scaled by
+#: 0.58, and its 11 pt tick labels come out at 8.6 px, against 4.8 px for the old 1x PNG shrunk to 349 px.
 #:
 #: :meta hide-value:
-WEB_FIGURE_STYLE = {"font.size": 11.0, "axes.titlesize": 11.0, "axes.labelsize": 11.0, "xtick.labelsize": 10.0,
-                    "ytick.labelsize": 10.0, "legend.fontsize": 10.0, "figure.titlesize": 12.0}
+WEB_FIGURE_STYLE = {"font.size": 12.0, "axes.titlesize": 12.0, "axes.labelsize": 12.0, "xtick.labelsize": 11.0,
+                    "ytick.labelsize": 11.0, "legend.fontsize": 10.0, "figure.titlesize": 12.0}
 #: The formats a notebook's inline figures are written in: SVG, which the HTML book shows (sharp at any width, text
 #: included), and a 2x PNG (:data:`WEB_FIGURE_DPI`), which the PDF book includes (LaTeX does not read SVG).
 WEB_FIGURE_FORMATS = ("svg", "png")

@@ -132,7 +132,7 @@ def test_use_web_figures_writes_svg_and_a_2x_png_with_larger_fonts():
     with plt.rc_context():
         before = plt.rcParams["xtick.labelsize"]
         use_web_figures()
-        assert before == "medium" and plt.rcParams["xtick.labelsize"] == 10.0          # 10 pt, from ~7.8 pt
+        assert before == "medium" and plt.rcParams["xtick.labelsize"] == 11.0          # 11 pt, from 10 pt
         assert min(plt.rcParams[k] for k in ("font.size", "legend.fontsize", "ytick.labelsize")) >= 10.0
         fig, ax = plt.subplots(figsize=(4, 3))
         ax.plot([0, 1], [0, 1])
