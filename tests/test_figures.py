@@ -146,3 +146,15 @@ def test_use_web_figures_writes_svg_and_a_2x_png_with_larger_fonts():
         raw = base64.b64decode(png)
         width = int.from_bytes(raw[16:20], "big")
     assert WEB_FIGURE_DPI == 200 and abs(width - 4 * WEB_FIGURE_DPI) <= 4 * WEB_FIGURE_DPI * 0.2   # bbox tight
+
+
+MESHES = re.compile(r"\.(tripcolor|pcolormesh|pcolor|imshow|hexbin)\((?:[^()]|\([^()]*\))*\)", re.S)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_dense_meshes_are_rasterized_inside_the_svg(path):
+    """A mesh drawn as SVG is one path per cell (chapter 07's gouraud simplex: 70 MB); rasterized=True embeds it as
+    one image inside the SVG, with the axes, labels and text still vector."""
+    bare = [m.group(0)[:60] for m in MESHES.finditer(path.read_text(encoding="utf-8"))
+            if "rasterized=True" not in m.group(0)]
+    assert not bare, f"{path.stem}: pass rasterized=True to {bare}"
