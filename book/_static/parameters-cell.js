@@ -7,11 +7,11 @@
     document.querySelectorAll(".cell.tag_injected-parameters > .cell_input").forEach(function (input) {
       if (input.parentNode.tagName === "DETAILS") { return; }
       var details = document.createElement("details");
-      details.className = "hide above-input";
+      details.className = "admonition hide above-input";
       var summary = document.createElement("summary");
       summary.setAttribute("aria-label", "Toggle hidden content");
-      summary.innerHTML = '<span class="collapsed">Show the parameters this chapter ran with</span>' +
-                          '<span class="expanded">Hide the parameters</span>';
+      summary.innerHTML = '<p class="collapsed admonition-title">Show the parameters this chapter ran with</p>' +
+                          '<p class="expanded admonition-title">Hide the parameters</p>';
       input.parentNode.insertBefore(details, input);
       details.appendChild(summary);
       details.appendChild(input);
