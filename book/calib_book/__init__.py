@@ -21,5 +21,6 @@ Modules (an import goes to a module listed before it, or to ``calib``; of calib,
 - ``calib_book.pages``: the back-matter pages built from the ledger (claims, errata, reproduction, released
   code, execution statistics);
 - ``calib_book.browser``: the built book opened in headless Chromium, offline, and checked as a reader sees it;
-- ``calib_book.runner``: papermill executes the chapters, jupyter-book renders them.
+- ``calib_book.runner``: papermill executes the chapters, jupyter-book renders them;
+- ``calib_book.pdf``: the executed book as one PDF (``make pdf``), and what its fonts lacked.
 """

@@ -48,6 +48,7 @@ class PdfReport:
     unembedded_fonts: tuple[str, ...]
 
     def text(self) -> str:
+        """One line for the console: path, pages, size, the first missing characters, unembedded fonts."""
         return (f"{self.path}: {self.pages} pages, {self.size_bytes / 1e6:.1f} MB; "
                 f"{len(self.missing_characters)} missing characters"
                 + (f" ({', '.join(self.missing_characters[:5])})" if self.missing_characters else "")
