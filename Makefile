@@ -1,4 +1,4 @@
-# The two commands of the book:  `make book`  and  `make test`.
+# The two commands of the book:  `make book`  and  `make test`  (and `make pdf`, the book as one PDF).
 # Each creates .venv when missing, installs the project into it, then runs.
 
 PYTHON     ?= python3
@@ -15,7 +15,7 @@ FASHION_MNIST_DIR ?= /usr/share/datasets/fashion-mnist
 PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.calib-installed
 
-.PHONY: book test student setup data browser clean
+.PHONY: book test student pdf tex setup data browser clean
 
 book: setup
 	$(PY) -m calib book run --profile $(PROFILE) $(if $(FORCE),--force)
@@ -28,6 +28,29 @@ test: setup
 # notebooks with the solutions removed in _build/student/notebooks (after `make book`).
 student: setup
 	$(PY) -m calib book build --student
+
+# The whole book as one PDF, _build/latex/book.pdf (XeLaTeX through jupyter-book's LaTeX builder), from the executed
+# book that `make book` leaves in _build/src (built first when missing). `make test` does not build it;
+# tests/test_pdf.py does, when TeX is installed.
+pdf: setup tex
+	@test -f _build/src/book/claims.md || $(MAKE) book
+	PYTHONPATH=book $(PY) -m calib_book.pdf
+
+# Debian's TeX Live for `make pdf` when apt is there and we are root (about 370 MiB installed); carry on otherwise
+# (calib_book.pdf then names what is missing).
+TEX_PACKAGES := latexmk texlive-xetex texlive-latex-recommended texlive-latex-extra texlive-fonts-recommended \
+                tex-gyre fonts-freefont-otf poppler-utils
+tex:
+	@if command -v xelatex >/dev/null 2>&1 && command -v latexmk >/dev/null 2>&1 && command -v pdffonts >/dev/null 2>&1; then \
+	  echo "TeX: $$(command -v xelatex)"; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  echo "TeX: installing Debian's TeX Live ($(TEX_PACKAGES))"; \
+	  (DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(TEX_PACKAGES) >/dev/null 2>&1 || \
+	   (apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(TEX_PACKAGES) >/dev/null 2>&1)) \
+	  || echo "TeX: apt-get could not install it; the PDF cannot be built"; \
+	else \
+	  echo "TeX: not installed (no apt-get or not root); install TeX Live with XeLaTeX and latexmk for the PDF"; \
+	fi
 
 setup: $(STAMP) data browser
 

@@ -54,3 +54,47 @@ def test_plumbing_cells_are_collapsed(name):
             exposed.append(f"cell {index} {reason}: {cell.source.splitlines()[0][:70]!r}")
     assert not exposed, (f"{name}: tag these cells hide-input (or split the teaching code off into its own "
                          f"cell):\n" + "\n".join(exposed))
+
+
+def _is_prose(cell) -> bool:
+    """A Markdown cell with more than headings and labels: text a reader reads."""
+    return cell.cell_type == "markdown" and any(
+        line.strip() and not line.lstrip().startswith(("#", "(")) for line in cell.source.splitlines())
+
+
+def opening_order(notebook) -> str | None:
+    """Why the chapter's parameters cell is out of place (a reason), or None when it follows the opening prose,
+    is collapsed (``hide-input``) and has the one-line "rerun with other parameters" note above it."""
+    index = next((i for i, c in enumerate(notebook.cells) if "parameters" in c.metadata.get("tags", [])), None)
+    if index is None:
+        return "has no cell tagged parameters"
+    cell, before = notebook.cells[index], notebook.cells[:index]
+    if not any(_is_prose(c) for c in before):
+        return "opens with its parameters cell before any prose"
+    if any(c.cell_type == "code" for c in before):
+        return "runs code before its parameters cell (papermill's values would come too late)"
+    if "hide-input" not in cell.metadata.get("tags", []):
+        return "shows its parameters cell: tag it [parameters, hide-input]"
+    if "*Rerun with other parameters:* `calib book run --only" not in before[-1].source:
+        return "lacks the note 'Rerun with other parameters: `calib book run --only NN-slug -p seed 3`' above it"
+    return None
+
+
+def test_the_opening_rule_fails_on_a_parameters_cell_first():
+    import nbformat
+
+    params = nbformat.v4.new_code_cell("seed = 0", metadata={"tags": ["parameters", "hide-input"]})
+    title = nbformat.v4.new_markdown_cell("# A chapter")
+    prose = nbformat.v4.new_markdown_cell("# A chapter\n\nWhat it does.\n\n*Rerun with other parameters:* "
+                                          "`calib book run --only 01-x -p seed 3`")
+    assert opening_order(nbformat.v4.new_notebook(cells=[title, params, prose])) == (
+        "opens with its parameters cell before any prose")
+    assert opening_order(nbformat.v4.new_notebook(cells=[prose, params])) is None
+    shown = nbformat.v4.new_code_cell("seed = 0", metadata={"tags": ["parameters"]})
+    assert "hide-input" in opening_order(nbformat.v4.new_notebook(cells=[prose, shown]))
+
+
+@pytest.mark.parametrize("name", runner.chapters_in_toc(ROOT))
+def test_every_chapter_opens_with_prose_then_its_collapsed_parameters(name):
+    reason = opening_order(jupytext.read(ROOT / "chapters" / f"{name}.md"))
+    assert reason is None, f"{name} {reason}"

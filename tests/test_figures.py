@@ -98,3 +98,63 @@ def test_the_check_catches_a_bare_figure(tmp_path):
                      "title 'Fig. 3: curves'", "caption borrows"):
         assert expected in text, expected
     assert names == ["fig-ok"]
+
+
+SETUP_CALL = re.compile(r"^use_web_figures\(\)", re.M)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_every_chapter_that_draws_sets_the_web_figure_formats_first(path):
+    """SVG (sharp at a phone's width) and a 2x PNG (for the PDF), with fonts that read on a phone, set up before
+    the chapter's first figure."""
+    cells = [c for c in jupytext.read(path).cells if c.cell_type == "code"]
+    drawing = [i for i, c in enumerate(cells) if DRAWS.search(c.source)]
+    if not drawing:
+        pytest.skip(f"{path.stem} draws no figure")
+    setup = [i for i, c in enumerate(cells) if SETUP_CALL.search(c.source)]
+    assert setup and setup[0] < drawing[0], (
+        f"{path.stem}: call calib.plots.use_web_figures() in the setup cell, before the first figure (cell "
+        f"{drawing[0]})")
+
+
+def test_use_web_figures_writes_svg_and_a_2x_png_with_larger_fonts():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from IPython.core.interactiveshell import InteractiveShell
+    from matplotlib.figure import Figure
+
+    from calib.plots import WEB_FIGURE_DPI, use_web_figures
+
+    shell = InteractiveShell.instance()
+    formatters = shell.display_formatter.formatters
+    with plt.rc_context():
+        before = plt.rcParams["xtick.labelsize"]
+        use_web_figures()
+        assert before == "medium" and plt.rcParams["xtick.labelsize"] == 11.0          # 11 pt, from 10 pt
+        assert min(plt.rcParams[k] for k in ("font.size", "legend.fontsize", "ytick.labelsize")) >= 10.0
+        fig, ax = plt.subplots(figsize=(4, 3))
+        ax.plot([0, 1], [0, 1])
+        svg = formatters["image/svg+xml"](fig)
+        png = formatters["image/png"](fig)
+        plt.close(fig)
+    assert Figure in formatters["image/svg+xml"].type_printers and svg.lstrip().startswith(("<?xml", "<svg"))
+    width = int.from_bytes(png[16:20], "big") if isinstance(png, bytes) else None
+    if width is None:                                       # base64 text in some IPython versions
+        import base64
+        raw = base64.b64decode(png)
+        width = int.from_bytes(raw[16:20], "big")
+    assert WEB_FIGURE_DPI == 200 and abs(width - 4 * WEB_FIGURE_DPI) <= 4 * WEB_FIGURE_DPI * 0.2   # bbox tight
+
+
+MESHES = re.compile(r"\.(tripcolor|pcolormesh|pcolor|imshow|hexbin)\((?:[^()]|\([^()]*\))*\)", re.S)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_dense_meshes_are_rasterized_inside_the_svg(path):
+    """A mesh drawn as SVG is one path per cell (chapter 07's gouraud simplex: 70 MB); rasterized=True embeds it as
+    one image inside the SVG, with the axes, labels and text still vector."""
+    bare = [m.group(0)[:60] for m in MESHES.finditer(path.read_text(encoding="utf-8"))
+            if "rasterized=True" not in m.group(0)]
+    assert not bare, f"{path.stem}: pass rasterized=True to {bare}"

@@ -1,5 +1,8 @@
 """The back-matter pages built from the ledger: ledger, errata, reproduction, released code (calib_book.pages)."""
 
+import re
+from pathlib import Path
+
 import pytest
 
 from calib_book import pages
@@ -124,3 +127,44 @@ def test_a_quote_s_tex_is_shown_as_math_never_cut(quote, shown):
 def test_a_long_statement_is_never_cut():
     long = "a " * 400 + "$\\begin{cases} x \\\\ y \\end{cases}$"
     assert pages._md_with_math(long).endswith("$\\begin{cases} x \\\\ y \\end{cases}$")
+
+
+def test_the_ledger_links_claims_jsonl_where_the_build_keeps_it(tmp_path):
+    ledger = pages.ledger_page(RECORDS, ["02-focal-gradient"])
+    assert "{download}`claims.jsonl <../../claims.jsonl>`" in ledger
+    # the ledger page is _build/src/book/claims.md; the link resolves to _build/claims.jsonl, the runner's ledger
+    page = tmp_path / "_build" / "src" / "book" / "claims.md"
+    assert (page.parent / pages.CLAIMS_DOWNLOAD).resolve() == (tmp_path / "_build" / "claims.jsonl").resolve()
+
+
+def test_csv_text_quotes_cells_and_refuses_a_ragged_row():
+    text = pages.csv_text(["loss", "note"], [["fl-3", "a, b"], ["ce", 'say "x"']])
+    assert text == 'loss,note\nfl-3,"a, b"\nce,"say ""x"""\n'
+    with pytest.raises(ValueError, match=r"row 1 has 1 cells but the header has 2"):
+        pages.csv_text(["loss", "note"], [["fl-3", "x"], ["ce"]])
+
+
+def test_a_chapter_download_lands_beside_its_executed_notebook(tmp_path):
+    path = pages.write_chapter_download("10-benchmark-main-table.csv", "a,b\n1,2\n", root=tmp_path)
+    assert path == tmp_path / "_build" / "src" / "chapters" / "10-benchmark-main-table.csv"
+    assert path.read_text() == "a,b\n1,2\n"
+    with pytest.raises(ValueError, match="plain file name"):
+        pages.write_chapter_download("../escape.csv", "x", root=tmp_path)
+
+
+def test_every_download_a_chapter_links_exists_in_the_staged_book():
+    """Chapter 11 links the published tables, chapter 10 the CSV it writes, the intro points at both."""
+    from calib_book import runner
+
+    root = runner.repo_root(__file__)
+    links = {}
+    for chapter in ("10-benchmark", "11-paper-tables"):
+        source = (root / "chapters" / f"{chapter}.md").read_text(encoding="utf-8")
+        links[chapter] = re.findall(r"\{download\}`(?:[^`<]*<)?([^`>]+)>?`", source)
+    published = sorted(p.name for p in (root / "book" / "data" / "published").glob("*.csv"))
+    assert sorted(Path(p).name for p in links["11-paper-tables"]) == published and len(published) == 10
+    for target in links["11-paper-tables"]:            # relative to the chapter, in the repository as when staged
+        assert (root / "chapters" / target).is_file(), target
+    assert links["10-benchmark"] == ["10-benchmark-main-table.csv"]
+    source = (root / "chapters" / "10-benchmark.md").read_text(encoding="utf-8")
+    assert 'write_chapter_download("10-benchmark-main-table.csv"' in source

@@ -24,5 +24,6 @@ Modules (an import goes to a module listed before it, or to ``calib``; of calib,
 - ``calib_book.cache``: the key of a chapter's execution (source, parameters, library, results, versions), which
   the runner compares to reuse an executed chapter;
 - ``calib_book.student``: the student edition (solutions removed, a cell to work in after each exercise);
-- ``calib_book.runner``: papermill executes the chapters, jupyter-book renders them.
+- ``calib_book.runner``: papermill executes the chapters, jupyter-book renders them;
+- ``calib_book.pdf``: the executed book as one PDF (``make pdf``), and what its fonts lacked.
 """

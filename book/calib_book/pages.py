@@ -11,6 +11,11 @@ staged book (``_build/src/book/``) before jupyter-book renders it:
 - ``released-code.md``, :func:`released_code_page`: notes on the authors' released code (never errata);
 - ``status.md``, :func:`status_page`: the wall time of each chapter's last execution.
 
+The data behind the book is downloadable from the pages that use it (Sphinx's ``{download}`` role): the ledger
+links ``_build/claims.jsonl`` (:data:`CLAIMS_DOWNLOAD`), chapter 11 the published tables under
+``book/data/published/``, and a chapter writes a table of its own beside its executed notebook with
+:func:`write_chapter_download` (chapter 10's main table, from :func:`csv_text`).
+
 Part of the book's machinery (:mod:`calib_book`), beside :mod:`calib_book.runner` (the runner, which imports this
 module) and :mod:`calib_book.notebook` (the helpers chapters share for presentation); it reads
 :mod:`calib_book.claims` only. The verdicts and their meanings are those of ARCHITECTURE.md, "The claim record".
@@ -18,13 +23,20 @@ module) and :mod:`calib_book.notebook` (the helpers chapters share for presentat
 
 from __future__ import annotations
 
+import csv
 import html
+import io
 import re
+from pathlib import Path
 
 from calib_book import claims as claims_module
 
 __all__ = ["PAPERS", "VERDICT_MEANINGS", "ABOUT_MEANINGS", "vocabulary_table", "summary_table", "ledger_page",
-           "errata_page", "reproduction_page", "released_code_page", "status_page", "exercises_page"]
+           "errata_page", "reproduction_page", "released_code_page", "status_page", "exercises_page",
+           "CLAIMS_DOWNLOAD", "csv_text", "write_chapter_download"]
+
+#: The ledger file (``_build/claims.jsonl``) as the ledger page (``_build/src/book/claims.md``) links it.
+CLAIMS_DOWNLOAD = "../../claims.jsonl"
 
 #: The papers the ledger files claims under, in the order the pages list them, with their citation text.
 #:
@@ -44,6 +56,44 @@ PAPERS = {
 
 
 _ESCAPE = str.maketrans({c: "\\" + c for c in "\\`*_{}[]<>|$#"})
+
+
+def csv_text(header, rows) -> str:
+    """A table as CSV text (RFC 4180 quoting, ``\\n`` line ends): a header row, then one line per row.
+
+    Raises
+    ------
+    ValueError
+        When a row's length is not the header's (the CSV would shift its columns).
+    """
+    header = [str(h) for h in header]
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(header)
+    for i, row in enumerate(rows):
+        if len(row) != len(header):
+            raise ValueError(f"csv_text: row {i} has {len(row)} cells but the header has {len(header)} "
+                             f"({header}); give every row one cell per column.")
+        writer.writerow(row)
+    return out.getvalue()
+
+
+def write_chapter_download(filename: str, text: str, root: Path | None = None) -> Path:
+    """Write a chapter's downloadable file beside its executed notebook, ``<root>/_build/src/chapters/<filename>``,
+    where the chapter's download role (``{download}`` with that file name) finds it when the book is built; return
+    its path.
+
+    ``root`` is the book's root, by default the working directory (``calib book run`` executes every chapter
+    there). A plain file name only: a path would escape the chapters' folder.
+    """
+    if Path(filename).name != filename or not filename:
+        raise ValueError(f"write_chapter_download: filename {filename!r} must be a plain file name (no folder), "
+                         "e.g. '10-benchmark-main-table.csv'.")
+    folder = Path.cwd() if root is None else Path(root)
+    path = folder / "_build" / "src" / "chapters" / filename
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
 
 
 def _md(text: str) -> str:
@@ -255,6 +305,9 @@ def ledger_page(records: list[claims_module.Claim], order: list[str]) -> str:
            "Pages built from this ledger: the {doc}`errata <errata>` (the papers' false, imprecise and mistyped "
            "statements), {doc}`reproduction <reproduction>` (what our runs could not show or did not test) and "
            "{doc}`released code <released-code>` (notes on the authors' code).", "",
+           f"**Download** every claim as data: {{download}}`claims.jsonl <{CLAIMS_DOWNLOAD}>` (one JSON object a "
+           "line, with the fields id, paper, where, statement, verdict, about, quote, correction, remark, scale, "
+           "passed, evidence and chapter).", "",
            "## Summary", "", "Counts by paper and verdict; a count filters the list below.", "",
            *summary_table(records), "",
            f"A paper's row counts every claim filed under it: {sum(c.about == 'paper' for c in records)} judge the "
