@@ -33,7 +33,7 @@ class Launch:
 
     @property
     def main(self) -> bool:
-        """Rank 0: the process that writes files."""
+        """Whether this is rank 0, the process that writes files."""
         return self.rank == 0
 
 

@@ -374,7 +374,7 @@ def matching_run(path, config: dict):
     path : path
         A run directory (:func:`run_path`).
     config : dict
-        :class:`calib.train.TrainConfig` fields and their required values, e.g. ``{"model": "resnet50",
+        :class:`calib.run_config.TrainConfig` fields and their required values, e.g. ``{"model": "resnet50",
         "loss": "fl-3", "seed": 0, "epochs": 350}``.
 
     Returns

@@ -14,10 +14,10 @@ from calib import metrics
 #: :meta hide-value:
 WEB_FIGURE_STYLE = {"font.size": 12.0, "axes.titlesize": 12.0, "axes.labelsize": 12.0, "xtick.labelsize": 11.0,
                     "ytick.labelsize": 11.0, "legend.fontsize": 10.0, "figure.titlesize": 12.0}
-#: The formats a notebook's inline figures are written in: SVG, which the HTML book shows (sharp at any width, text
+#: The formats a notebook's inline figures are written in, SVG which the HTML book shows (sharp at any width, text
 #: included), and a 2x PNG (:data:`WEB_FIGURE_DPI`), which the PDF book includes (LaTeX does not read SVG).
 WEB_FIGURE_FORMATS = ("svg", "png")
-#: Resolution of the PNG copy: 2x a screen's 100 dpi.
+#: The resolution of the PNG copy, 2x a screen's 100 dpi.
 WEB_FIGURE_DPI = 200
 
 

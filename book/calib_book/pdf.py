@@ -25,8 +25,8 @@ from pathlib import Path
 
 __all__ = ["TEX_TOOLS", "PdfToolsMissing", "PdfReport", "missing_tools", "build_pdf", "pdf_report", "main"]
 
-#: The programs the PDF needs: latexmk and XeLaTeX (Debian: latexmk, texlive-xetex), pdfinfo and pdffonts
-#: (poppler-utils) for :func:`pdf_report`.
+#: The programs the PDF needs, latexmk and XeLaTeX (Debian's latexmk and texlive-xetex), and pdfinfo and
+#: pdffonts (poppler-utils) for :func:`pdf_report`.
 TEX_TOOLS = ("latexmk", "xelatex", "pdfinfo", "pdffonts")
 
 # XeTeX's log line: "Missing character: There is no ☃ (U+2603) in font [lmroman10-regular]:mapping=tex-text;!"

@@ -79,7 +79,7 @@ class StreamingMetric:
     """Base of the streaming metrics: ``update`` adds a batch, ``compute`` gives the value, ``reset`` starts over.
 
     Subclasses keep float64 sums in ``self._sums`` (reduced over ranks by summing) and lists of per-sample
-    arrays in ``self._rows`` (reduced by gathering), and implement :meth:`_value`.
+    arrays in ``self._rows`` (reduced by gathering), and implement ``_value``.
     """
 
     #: Whether the state is a fixed-size summary (True) or the per-sample arrays, O(N) (False).
@@ -120,7 +120,7 @@ class StreamingMetric:
 
 
 class StreamingECE(StreamingMetric):
-    """:func:`calib.metrics.ece` accumulated over batches: the same bins, norms and estimators.
+    """:func:`calib.metrics.ece <calib.metrics.binned.ece>` accumulated over batches: the same bins, norms and estimators.
 
     Equal-width bins with the usual ("bin") estimator keep, per bin, the count, the sum of confidences and the
     number of correct predictions (float64), from which every norm ("l1", "l2", "max") is exact. Equal-mass
@@ -173,7 +173,7 @@ class StreamingECE(StreamingMetric):
 
 
 class StreamingClasswiseECE(StreamingMetric):
-    """:func:`calib.metrics.classwise_ece` accumulated over batches: the same bins and norms (names or rho).
+    """:func:`calib.metrics.classwise_ece <calib.metrics.binned.classwise_ece>` accumulated over batches: the same bins and norms (names or rho).
 
     Equal-width bins keep the (class, bin) counts, probability sums and hits (3 K M float64). Equal-mass bins
     keep the float64 probabilities and labels of every row (O(N K) memory) and call
@@ -265,7 +265,7 @@ class _MeanOfRows(StreamingMetric):
 
 
 class StreamingNLL(_MeanOfRows):
-    """:func:`calib.metrics.nll` over batches (a true class of probability 0 raises its ValueError)."""
+    """:func:`calib.metrics.nll <calib.metrics.scores.nll>` over batches (a true class of probability 0 raises its ValueError)."""
 
     def _batch(self, probs, labels):
         n = len(labels)                  # nll checks that it is the number of rows of probs
@@ -273,7 +273,7 @@ class StreamingNLL(_MeanOfRows):
 
 
 class StreamingBrier(_MeanOfRows):
-    """:func:`calib.metrics.brier` (multiclass Brier score) over batches."""
+    """:func:`calib.metrics.brier <calib.metrics.scores.brier>` (multiclass Brier score) over batches."""
 
     def _batch(self, probs, labels):
         n = len(labels)                  # brier checks that it is the number of rows of probs
@@ -281,7 +281,7 @@ class StreamingBrier(_MeanOfRows):
 
 
 class StreamingAccuracy(_MeanOfRows):
-    """:func:`calib.metrics.accuracy` over batches: the number of correct argmaxes and N."""
+    """:func:`calib.metrics.accuracy <calib.metrics.scores.accuracy>` over batches: the number of correct argmaxes and N."""
 
     def _batch(self, probs, labels):
         _, y, pred, _ = as_probs_labels_top(probs, labels, dtype=None)
@@ -289,7 +289,7 @@ class StreamingAccuracy(_MeanOfRows):
 
 
 class StreamingAURC(StreamingMetric):
-    """:func:`calib.metrics.aurc` with the maximum softmax probability and the 0/1 loss, over batches.
+    """:func:`calib.metrics.aurc <calib.metrics.risk_coverage.aurc>` with the maximum softmax probability and the 0/1 loss, over batches.
 
     The AURC weights each loss by its rank among all the confidences, so it cannot stream in a fixed-size state:
     this keeps each row's confidence and error (O(N), 9 bytes a row) and computes the one-shot formula (ties
