@@ -26,7 +26,8 @@ import time
 
 import numpy as np
 
-from calib import metrics, posthoc
+from calib import metrics
+from calib.posthoc import focal_temperature as fts_module   # its n_threads is patched to time one thread
 from calib.focal import focal_map
 from calib.posthoc import KOMISARENKO_GAMMAS, KOMISARENKO_TEMPERATURES, focal_temperature_scores
 
@@ -53,25 +54,25 @@ def main() -> None:
     z, y = network_like_logits(args.n, args.k)
     gammas, temps = KOMISARENKO_GAMMAS, KOMISARENKO_TEMPERATURES
     n_points = len(gammas) * len(temps)
-    default_threads = posthoc.n_threads(z.size * n_points, min_work=1 << 20)
+    default_threads = fts_module.n_threads(z.size * n_points, min_work=1 << 20)
     print(f"logits {args.n} x {args.k}, grid {len(gammas)} gammas x {len(temps)} temperatures = {n_points} points; "
           f"{os.cpu_count()} CPUs, default threads {default_threads}")
     rng = np.random.default_rng(1)
     pairs = [(int(rng.integers(len(gammas))), int(rng.integers(len(temps)))) for _ in range(args.loop_pairs)]
-    original = posthoc.n_threads
+    original = fts_module.n_threads
     for objective in args.objectives.split(","):
         score = metrics.adaptive_ece if objective == "ece" else metrics.nll
         if args.threads:
-            posthoc.n_threads = lambda work, **kw: args.threads
+            fts_module.n_threads = lambda work, **kw: args.threads
         t0 = time.perf_counter()
         scores = focal_temperature_scores(z, y, gammas, temps, objective=objective)
         t_vec = time.perf_counter() - t0
-        posthoc.n_threads = lambda work, **kw: 1
+        fts_module.n_threads = lambda work, **kw: 1
         sub = temps[::10]
         t0 = time.perf_counter()
         focal_temperature_scores(z, y, gammas, sub, objective=objective)
         t_one = (time.perf_counter() - t0) * len(temps) / len(sub)
-        posthoc.n_threads = original
+        fts_module.n_threads = original
         t0 = time.perf_counter()
         loop = [score(focal_map(z / temps[j], float(gammas[i])), y) for i, j in pairs]
         t_loop = (time.perf_counter() - t0) / len(pairs) * n_points
