@@ -84,6 +84,9 @@ def build_pdf(root: Path) -> Path:
     if not (src / "book" / "claims.md").is_file():
         raise FileNotFoundError(f"{src} holds no built book (no book/claims.md): run `make book` (or `calib book "
                                 "run` then `calib book build`) before `make pdf`.")
+    for name in ("_config.yml", "_toc.yml"):      # the PDF's own settings are read now, not as `make book` staged them
+        if (root / name).read_bytes() != (src / name).read_bytes():
+            shutil.copy2(root / name, src / name)
     cmd = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build", str(src), "--path-output",
            str(root), "--builder", "pdflatex"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(root), str(root / "book"),

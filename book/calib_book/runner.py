@@ -687,6 +687,8 @@ def _stage_student(root: Path, src: Path, names: list[str]) -> Path:
     if staged.exists():
         shutil.rmtree(staged)
     shutil.copytree(src, staged)
+    # the ledger page links the ledger two folders above its staged source (pages.CLAIMS_DOWNLOAD): put it there too
+    shutil.copy2(build_dir(root) / "claims.jsonl", student / "claims.jsonl")
     notebooks = student / "notebooks"
     notebooks.mkdir(parents=True, exist_ok=True)
     for name in names:
