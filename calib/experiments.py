@@ -40,7 +40,8 @@ from calib.train import MAX_SEED, TrainConfig, config_from_meta, train
 __all__ = ["GridRun", "Grid", "load_grid", "sweep", "train_commands", "StoredRun", "run_path", "load_store",
            "matching_run", "POSTHOC_MAPS",
            "METRICS", "fit_posthoc", "score_probabilities", "evaluate_run", "evaluate_store", "summarise",
-           "paired_difference", "loss_gamma", "validation_choice", "final_validation", "metric_values", "mean_std_text",
+           "paired_difference", "loss_gamma", "validation_choice", "final_validation", "OverconfidenceProfile",
+           "overconfidence_profile", "NLL_RISE_FRACTION", "stored_evaluation", "metric_values", "mean_std_text",
            "pooled_test_probabilities", "read_published", "published_rows"]
 
 #: Characters allowed in a model or loss label (they become folder names of the store).
@@ -543,6 +544,95 @@ def final_validation(path) -> tuple[float, float]:
         raise ValueError(f"{path} has no epochs in history.json; train it first.")
     last = run.epochs[-1]["val"]
     return float(last["accuracy"]), float(last["ece"])
+
+
+#: The rise of the NLL after the first learning-rate drop that counts as "rising" (Mukhoti et al. 2020, Fig. 1):
+#: the last epoch's NLL exceeds the lowest NLL reached after the drop by at least this fraction of it.
+NLL_RISE_FRACTION = 0.05
+
+
+@dataclass(frozen=True)
+class OverconfidenceProfile:
+    """How over-confident a finished run is: the premise of the papers' empirical claims (chapter 10).
+
+    ``temperature`` is temperature scaling's NLL-fitted temperature on the validation logits (Guo et al. 2017;
+    the papers' cross-entropy networks give about 2.0-2.8, Mukhoti et al. 2020, Table 2); ``ece`` (15 bins),
+    ``confidence`` and ``accuracy`` are those of the unscaled validation predictions; ``nll_at_drop``,
+    ``nll_min_after_drop`` and ``nll_final`` trace the per-epoch NLL of ``split`` around the first learning-rate
+    drop, and ``nll_rises`` says whether it rose after it (:data:`NLL_RISE_FRACTION`).
+    """
+
+    temperature: float
+    ece: float
+    confidence: float
+    accuracy: float
+    nll_at_drop: float
+    nll_min_after_drop: float
+    nll_final: float
+    nll_rises: bool
+    split: str
+
+    @property
+    def overconfident(self) -> bool:
+        """Confidence above accuracy on the validation split."""
+        return self.confidence > self.accuracy
+
+
+def overconfidence_profile(path, split: str = "val") -> OverconfidenceProfile:
+    """The :class:`OverconfidenceProfile` of the finished run in ``path``, from its validation logits and the
+    per-epoch NLL of ``split`` ("val" or "test") in its history.
+
+    Reads the validation logits only (``calib.runs.read_logits(..., splits=("val",))``), so it applies to a
+    tuning run stored without test logits; the NLL trace needs a history recorded with ``diagnostics`` "eval"
+    or "full" and a learning-rate schedule with at least one milestone.
+    """
+    if split not in ("val", "test"):
+        raise ValueError(f"split={split!r}: choose 'val' (tuning: no test number enters) or 'test'.")
+    run = load_run(path)
+    if not run.finished:
+        raise ValueError(f"{path}: the run is not finished; finish it (calib train ... --resume) first.")
+    milestones = run.config.get("milestones") or []
+    if not milestones:
+        raise ValueError(f"{path}: the run has no learning-rate milestone, so there is no drop to trace the NLL "
+                         "after; train with --milestones.")
+    nll = [epoch.get(split, {}).get("nll") for epoch in run.epochs]
+    if any(v is None for v in nll):
+        raise ValueError(f"{path}: history.json has no per-epoch {split} NLL; train with --diagnostics eval or full.")
+    drop = int(milestones[0])
+    if not 0 < drop < len(nll):
+        raise ValueError(f"{path}: the first milestone ({drop}) is not inside the run's {len(nll)} epochs.")
+    arrays = run_files.read_logits(Path(path) / run_files.LOGITS, splits=("val",))
+    z, y = arrays["val_logits"].astype(np.float64), arrays["val_labels"]
+    fitted = get_map("ts-nll")(z, y)
+    z = z - z.max(axis=1, keepdims=True)
+    probs = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    after = nll[drop:]
+    low = float(min(after))
+    return OverconfidenceProfile(
+        temperature=float(fitted.params["temperature"]), ece=float(metrics.ece(probs, y)),
+        confidence=float(probs.max(axis=1).mean()), accuracy=float((probs.argmax(axis=1) == y).mean()),
+        nll_at_drop=float(nll[drop - 1]), nll_min_after_drop=low, nll_final=float(nll[-1]),
+        nll_rises=bool(nll[-1] > (1 + NLL_RISE_FRACTION) * low), split=split)
+
+
+def stored_evaluation(cache) -> list:
+    """The rows of a committed post-hoc evaluation (the ``cache`` file of :func:`evaluate_store`) without the
+    runs' logits: how chapter 10 reads a grid whose logits were dropped to keep the store small. Nothing is
+    refitted, so nothing here checks that the rows still describe any logits; :func:`evaluate_store` does,
+    where the logits exist."""
+    path = Path(cache)
+    try:
+        entries = json.loads(path.read_text()).get("runs")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no stored evaluation; write one with `calib sweep GRID.toml "
+                                "--evaluate`.") from None
+    except (json.JSONDecodeError, AttributeError, UnicodeDecodeError):
+        entries = None
+    if not isinstance(entries, dict) or not all(isinstance(e, dict) and isinstance(e.get("rows"), list)
+                                                 for e in entries.values()):
+        raise ValueError(f"{path} is not an evaluation written by calib.experiments.evaluate_store (an object "
+                         "with 'runs': {key: {'rows': [...]}}); rewrite it with `calib sweep GRID.toml --evaluate`.")
+    return [row for key in sorted(entries) for row in entries[key]["rows"]]
 
 
 # -------------------------------------------------------------------------------------- across seeds

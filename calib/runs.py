@@ -141,9 +141,12 @@ def read_json_object(path, fix: str | None = None) -> dict:
     return obj
 
 
-def read_logits(path, check_only: bool = False) -> dict:
+def read_logits(path, check_only: bool = False, splits: tuple = ("val", "test")) -> dict:
     """The arrays of a ``logits.npz`` (:data:`LOGIT_KEYS`), checked: a zip of plain arrays (never a pickle),
-    float logits of shape (N, K) and integer labels of shape (N,) for both splits, labels in [0, K).
+    float logits of shape (N, K) and integer labels of shape (N,) for each split, labels in [0, K).
+
+    ``splits`` names the splits required and returned: ``("val",)`` reads a run stored with its validation
+    logits only (chapter 10's tuning runs keep nothing else, so that no test number can enter a choice).
 
     ``check_only`` reads only the archive's directory and array headers (no decompression of the data: the cost
     of a directory listing), and returns ``{}``. A damaged file raises :class:`CorruptRunError` naming it and
@@ -164,19 +167,23 @@ def read_logits(path, check_only: bool = False) -> dict:
         raise damaged(f"not a numpy .npz archive: {type(exc).__name__}") from None
     if not isinstance(npz, np.lib.npyio.NpzFile):
         raise damaged("a single array, not the .npz archive calib writes")
+    splits = tuple(splits)
+    if not splits or any(split not in ("val", "test") for split in splits):
+        raise ValueError(f"splits={splits!r}: name 'val', 'test' or both, e.g. splits=('val',).")
+    keys = [k for k in LOGIT_KEYS if k.split("_")[0] in splits]
     with npz:
-        missing = [k for k in LOGIT_KEYS if k not in npz.files]
+        missing = [k for k in keys if k not in npz.files]
         if missing:
             raise damaged(f"no {', '.join(missing)}")
         if check_only:
             return {}
         try:
-            arrays = {k: npz[k] for k in LOGIT_KEYS}
+            arrays = {k: npz[k] for k in keys}
         except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:   # pickled object arrays, bad data
             why = ("it holds pickled Python objects, which calib never loads from a store" if "pickle" in str(exc)
                    else f"{type(exc).__name__}: {str(exc)[:80]}")
             raise damaged(why) from None
-    for split in ("val", "test"):
+    for split in splits:
         z, y = arrays[f"{split}_logits"], arrays[f"{split}_labels"]
         if z.ndim != 2 or z.dtype.kind != "f" or y.ndim != 1 or y.dtype.kind not in "iu" or len(y) != len(z):
             raise damaged(f"{split}_logits {z.dtype}{z.shape} and {split}_labels {y.dtype}{y.shape} are not float "

@@ -18,25 +18,27 @@ from calib_book import runner
 from calib_book.claims import quote_in_text, read_ledger
 
 ROOT = runner.repo_root(__file__)
-#: The quick-profile runs chapter 05 reads, <loss>/seed<k>, trained once with its configuration (QUICK).
-STORED_05 = ROOT / "book" / "results" / "05-miscalibration-dynamics" / "quick"
+#: The quick-profile runs chapter 05 reads, <loss>/seed<k>: those of chapter 10's grid in the papers' regime.
+STORED_05 = ROOT / "book" / "results" / "10-benchmark" / "regime" / "mlp-256-256-n20k-e40"
 #: The per-epoch records of history.json that are clock readings, not results of the training.
 CLOCK_FIELDS = ("train_seconds", "images_per_s")
 
 
-def test_chapter_05_stores_its_quick_runs_finished_without_checkpoints_and_the_store_stays_small():
+def test_chapter_05_reads_finished_regime_runs_with_every_diagnostic_and_no_checkpoint():
+    """Chapter 05's quick profile reads chapter 10's regime grid: CE, FL-1/2/3 and FLSD-53, seeds 0-4, one recipe
+    (40 epochs, 20,000 images, drops after 20 and 30, no weight decay), full per-epoch diagnostics."""
     from calib.train import load_run
 
-    runs = {f"{p.parent.name}/{p.name}": load_run(p) for p in sorted(STORED_05.glob("*/seed*"))}
-    assert sorted(runs) == ["ce/seed0", "ce/seed1", "ce/seed2", "fl-1/seed0", "fl-1/seed1", "fl-1/seed2", "fl-2/seed0",
-                            "fl-2/seed1", "fl-2/seed2", "fl-3/seed0", "fl-3/seed1", "fl-3/seed2", "flsd-53/seed0"]
+    losses = ("ce", "fl-1", "fl-2", "fl-3", "flsd-53")
+    runs = {f"{loss}/seed{k}": load_run(STORED_05 / loss / f"seed{k}") for loss in losses for k in range(5)}
     recipe = {k: v for k, v in runs["ce/seed0"].config.items() if k not in ("loss", "seed")}
     for name, run in runs.items():
         assert run.finished and {k: v for k, v in run.config.items() if k not in ("loss", "seed")} == recipe, name
         assert f"{run.config['loss']}/seed{run.config['seed']}" == name
+        assert run.meta["diagnostics"] == "full", name
         assert sorted(p.name for p in run.out.iterdir()) == ["history.json", "logits.npz", "meta.json"], name
-    assert (recipe["model"], recipe["epochs"], recipe["train_subset"], recipe["val_subset"]) == ("mlp-256-256", 30,
-                                                                                                10000, 1000)
+    assert (recipe["model"], recipe["epochs"], recipe["milestones"], recipe["weight_decay"], recipe["train_subset"],
+            recipe["val_subset"]) == ("mlp-256-256", 40, [20, 30], 0.0, 20000, None)
     size = sum(p.stat().st_size for p in (ROOT / "book" / "results").rglob("*") if p.is_file())
     assert size < 60 * 2 ** 20, f"book/results holds {size / 2 ** 20:.1f} MB (limit 60 MB)"
 
@@ -44,7 +46,7 @@ def test_chapter_05_stores_its_quick_runs_finished_without_checkpoints_and_the_s
 @pytest.mark.skipif(not DEBIAN_FASHION_MNIST.is_dir(), reason="needs Fashion-MNIST (Debian's dataset-fashion-mnist)")
 def test_a_stored_quick_run_of_chapter_05_retrains_bit_for_bit(tmp_path):
     """Issue 30, item 1: chapter 05 reads its quick runs instead of training 13 networks at every build; its CE run
-    of seed 0, retrained from its meta.json on the CPU with the threads it records (two), gives the same history (clock
+    of seed 0, retrained from its meta.json on the CPU with the threads it records (one), gives the same history (clock
     readings aside) and the same logits, bit for bit (measured: max |difference| 0 in the logits and every
     diagnostic), under the instruction set it was trained with (torch's CPU kernels pinned to AVX2,
     calib._reproducible)."""
