@@ -490,9 +490,10 @@ def evaluate_store(runs, maps=POSTHOC_MAPS, cache=None, progress: bool = True, w
     """:func:`evaluate_run` over ``runs`` (from :func:`load_store`), concatenated.
 
     ``cache`` is a JSON file of earlier results, one entry per run keyed by ``model/loss/seed<k>``, holding
-    the SHA-256 of the run's ``logits.npz``, the maps and the rows. An entry is used only when the hash and the
-    maps match, so a cache can be committed beside the store it describes (chapter 10 does: fitting focal
-    temperature scaling on 52 runs takes minutes) and can never describe other logits. Runs without a
+    the SHA-256 of the run's ``logits.npz``, the maps, their definitions (each :class:`~calib.posthoc.MapSpec`'s
+    summary, which states its grid) and the rows. An entry is used only when the hash, the maps and their
+    definitions match, so a cache can be committed beside the store it describes (chapter 10 does: fitting focal
+    temperature scaling on 52 runs takes minutes) and can never describe other logits or an older map. Runs without a
     matching entry are evaluated, and the cache is rewritten when ``write_cache``.
     """
     cached = {}
@@ -507,12 +508,15 @@ def evaluate_store(runs, maps=POSTHOC_MAPS, cache=None, progress: bool = True, w
 
         iterator = tqdm(runs, desc="post-hoc maps", unit="run")
     rows, entries, n_fresh = [], {}, 0
+    definitions = [get_map(name).summary for name in maps]
     for run in iterator:
         key = f"{run.model}/{run.loss}/seed{run.seed}"
         digest = _sha256(run.path / "logits.npz")
         entry = cached.get(key)
-        if not entry or entry.get("sha256") != digest or entry.get("maps") != list(maps):
-            entry = {"sha256": digest, "maps": list(maps), "rows": evaluate_run(run, maps)}
+        if (not entry or entry.get("sha256") != digest or entry.get("maps") != list(maps)
+                or entry.get("definitions") != definitions):
+            entry = {"sha256": digest, "maps": list(maps), "definitions": definitions,
+                     "rows": evaluate_run(run, maps)}
             n_fresh += 1
         entries[key] = entry
         rows += entry["rows"]

@@ -157,6 +157,10 @@ def test_claim_math_in_math_code_or_evidence_is_not_reported():
     assert report.ok and (report.raw_tex, report.ascii_math) == (0, 0), report.problems
     line = ('<article><div class="claim-line"><p class="claim-statement">p_hat_j >= q_j</p></div></article>')
     assert rendered_problems(page(line)).ascii_math == 1                       # a chapter's claim block too
+    premise = claim_entry(typeset).replace(
+        "</div>", '<p class="claim-premise"><span>Premise:</span> T_CE >= 1.5 (measured 2.51) (holds here)</p></div>')
+    report = rendered_problems(page(premise))                                  # measured numbers, like the evidence
+    assert report.ok and report.ascii_math == 0, report.problems
 
 
 # --- layout in Chromium: width at a phone and a desktop, contrast in both themes, console errors -------------

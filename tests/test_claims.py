@@ -48,7 +48,8 @@ def test_a_claim_that_is_not_confirmed_raises_but_is_still_recorded(ledger):
     (dict(correction="it is 2"), "correction is only for"),
     (dict(verdict="typo", correction="c"), "needs quote"),
     (dict(verdict="not-reproduced", quote="q"), "needs scale"),
-    (dict(verdict="inconclusive", quote="q", scale=dict(data="d", model="m", epochs=3, seeds=3)), "missing n"),
+    (dict(verdict="inconclusive", quote="q", scale=dict(data="d", model="m", epochs=3, seeds=3), premise="p 1",
+          premise_holds=True), "missing n"),
     (dict(verdict="inconclusive", quote="q", scale="small"), "scale must be a dict"),
     (dict(verdict="untested", quote="q", passed=None, scale=dict(data="d", model="m", epochs=3, seeds=3, n=10)),
      "missing command"),
@@ -64,6 +65,57 @@ def test_bad_claim_arguments_are_named(ledger, bad, match):
 
 
 SCALE = dict(data="Fashion-MNIST, 10k images", model="MLP", epochs=20, seeds=3, n=10_000)
+PREMISE = dict(premise="cross-entropy is over-confident: T_CE >= 1.5 (measured 2.51 [2.30, 2.70])", premise_holds=True)
+FAILED_PREMISE = dict(premise="cross-entropy is over-confident: T_CE >= 1.5 (measured 1.25 [1.10, 1.40])",
+                      premise_holds=False)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(verdict="holds"), "with scale needs premise="),
+    (dict(verdict="inconclusive", premise_holds=True), "with scale needs premise="),
+    (dict(verdict="not-reproduced", premise=PREMISE["premise"]), "needs premise_holds=<bool"),
+    (dict(verdict="inconclusive", premise=PREMISE["premise"], premise_holds="yes"), "premise_holds must be a bool"),
+    (dict(verdict="holds", premise=PREMISE["premise"], premise_holds=np.array([True, True])), "single boolean"),
+    (dict(verdict="holds", premise="cross-entropy is over-confident", premise_holds=True), "states no number"),
+    # the premise fails: the paper is judged outside its regime, so only 'untested' is allowed
+    (dict(verdict="not-reproduced", **FAILED_PREMISE), "make it verdict='untested'"),
+    (dict(verdict="inconclusive", **FAILED_PREMISE), "make it verdict='untested'"),
+    (dict(verdict="holds", **FAILED_PREMISE), "make it verdict='untested'"),
+    (dict(verdict="untested", passed=True, scale={**SCALE, "command": "c"}, **FAILED_PREMISE), "leave passed=None"),
+    (dict(verdict="untested", passed=None, scale={**SCALE, "command": "c"}, premise="T_CE 1.2 < 1.5",
+          premise_holds=False, about="paper"), "needs quote"),
+    (dict(verdict="holds", scale=None, **PREMISE), "belong to an empirical claim"),
+])
+def test_an_empirical_claim_states_its_premise_and_a_failed_premise_means_untested(ledger, bad, match):
+    kwargs = dict(id="paper/x", statement="s", passed=True, quote="q", scale=SCALE)
+    kwargs.update(bad)
+    if kwargs["verdict"] == "untested" and "needs quote" in match:
+        kwargs.pop("quote")
+    with pytest.raises(ValueError, match=match):
+        claim(**kwargs)
+    assert not ledger.exists()
+
+
+def test_a_failed_premise_is_recorded_as_untested_with_its_numbers(ledger, capsys):
+    rec = claim("paper/regime", "FLSD-53 has the lowest ECE", verdict="untested", quote="lowest",
+                scale={**SCALE, "command": "calib sweep grid.toml"}, **FAILED_PREMISE)
+    (data,) = [json.loads(line) for line in ledger.read_text().splitlines()]
+    assert data["premise"] == FAILED_PREMISE["premise"] and data["premise_holds"] is False
+    assert read_ledger(ledger) == [rec]
+    assert capsys.readouterr().out.strip().endswith(
+        "nothing computed here; premise: cross-entropy is over-confident: T_CE >= 1.5 (measured 1.25 [1.10, 1.40]) "
+        "(fails here)")
+    block = claims.claim_html(rec)
+    assert ('<p class="claim-premise"><span class="claim-label">Premise:</span> cross-entropy is over-confident: '
+            "T_CE &gt;= 1.5 (measured 1.25 [1.10, 1.40]) (fails here)</p>") in block
+    math = claims.claim_html(claims.Claim(**{**rec.__dict__, "premise": "$T_{CE} \\geq 1.5$ (measured 1.25)"}))
+    assert '<span class="math notranslate nohighlight">\\(T_{CE} \\geq 1.5\\)</span> (measured 1.25)' in math
+
+
+def test_an_untested_claim_whose_runs_are_not_made_here_measures_no_premise(ledger):
+    rec = claim("paper/cifar", "s", verdict="untested", about="book", premise="the ResNet-50 trains to 95 % accuracy",
+                scale={**SCALE, "command": "calib train --data cifar10"})
+    assert rec.premise_holds is None and claims.premise_text(rec).endswith("(not measured here)")
 
 
 @pytest.mark.parametrize("kwargs", [
@@ -73,9 +125,10 @@ SCALE = dict(data="Fashion-MNIST, 10k images", model="MLP", epochs=20, seeds=3, 
     dict(verdict="false", quote="always", correction="not for K = 2"),
     dict(verdict="false", about="code", correction="the code bins by the centre"),
     dict(verdict="holds", about="book"),
-    dict(verdict="not-reproduced", quote="rises", scale=SCALE),
-    dict(verdict="inconclusive", quote="rises", scale=SCALE),
-    dict(verdict="untested", quote="rises", passed=None, scale={**SCALE, "command": "calib train --data cifar10"}),
+    dict(verdict="not-reproduced", quote="rises", scale=SCALE, **PREMISE),
+    dict(verdict="inconclusive", quote="rises", scale=SCALE, **PREMISE),
+    dict(verdict="untested", quote="rises", passed=None, scale={**SCALE, "command": "calib train --data cifar10"},
+         **FAILED_PREMISE),
 ])
 def test_every_verdict_with_its_required_fields_is_recorded(ledger, kwargs):
     kwargs = {"passed": True, **kwargs}
@@ -88,7 +141,7 @@ def test_every_verdict_with_its_required_fields_is_recorded(ledger, kwargs):
 
 def test_an_untested_claim_prints_untested_and_does_not_raise(ledger, capsys):
     rec = claim("paper/u", "needs CIFAR", verdict="untested", about="book",
-                scale={**SCALE, "command": "calib train --data cifar10 ..."})
+                scale={**SCALE, "command": "calib train --data cifar10 ..."}, premise="a ResNet-50 on CIFAR-10")
     assert rec.passed is None and "[untested] paper/u, about the book; nothing computed here" in capsys.readouterr().out
 
 
@@ -105,10 +158,10 @@ def test_the_claim_line_reads_as_a_verdict_and_what_the_computation_says(ledger)
     """Issue 26: "[claim ok] ... (not-reproduced ...)" read as a contradiction; the line now shows the verdict as a
     badge and says that the computation confirms it, with the statement (its math typeset) and the evidence."""
     rec = claim("paper/nr", "the ECE rises with $\\gamma$ & falls", verdict="not-reproduced", passed=True,
-                quote="rises", evidence="ECE 0.02 < 0.03", scale=SCALE)
+                quote="rises", evidence="ECE 0.02 < 0.03", scale=SCALE, **PREMISE)
     text = claims.claim_text(rec)
     assert text == ("[not-reproduced] paper/nr, about the paper; the computation confirms the verdict: "
-                    "ECE 0.02 < 0.03")
+                    "ECE 0.02 < 0.03; premise: " + PREMISE["premise"] + " (holds here)")
     assert "ok" not in text.split(":")[0]
     block = claims.claim_html(rec)
     assert '<div class="claim-line claim-ok verdict-not-reproduced" id="claim-paper-nr">' in block

@@ -168,3 +168,16 @@ def test_every_download_a_chapter_links_exists_in_the_staged_book():
     assert links["10-benchmark"] == ["10-benchmark-main-table.csv"]
     source = (root / "chapters" / "10-benchmark.md").read_text(encoding="utf-8")
     assert 'write_chapter_download("10-benchmark-main-table.csv"' in source
+
+
+def test_an_empirical_entry_shows_its_premise_with_math_on_the_ledger_and_reproduction_pages():
+    rec = _rec(id="mukhoti2020/bench", verdict="untested", passed=None, quote="lowest", scale={**SCALE, "command": "c"},
+               statement="FLSD-53 has the lowest ECE", premise="$T_{CE} \\ge 1.5$ (measured 1.25 [1.10, 1.40])",
+               premise_holds=False)
+    for page in (pages.ledger_page([rec], ["02-focal-gradient"]), pages.reproduction_page([rec])):
+        assert ('<p class="claim-premise"><span class="claim-label">Premise:</span> <span class="math notranslate '
+                'nohighlight">\\(T_{CE} \\ge 1.5\\)</span> (measured 1.25 [1.10, 1.40]) (fails here)</p>') in page
+    held = _rec(id="mukhoti2020/b2", verdict="inconclusive", quote="q", scale=SCALE, premise="T_CE = 2.5 >= 1.5",
+                premise_holds=True)
+    assert "Premise:</span> T_CE = 2.5 &gt;= 1.5 (holds here)</p>" in pages.ledger_page([held], ["02-focal-gradient"])
+    assert "Premise:" not in pages.ledger_page([_rec()], ["02-focal-gradient"])

@@ -326,11 +326,11 @@ def _visible_text_lines(soup) -> list[str]:
 
 def _claim_paragraphs(soup) -> list[str]:
     """The text of the claims' statements, quotes, corrections and remarks (the ledger pages' entries and the
-    blocks under the chapters' cells), paragraph by paragraph, without math, code or the evidence."""
+    blocks under the chapters' cells), paragraph by paragraph, without math, code, the evidence or the premise."""
     texts = []
     for block in soup.select(".claim-entry, .claim-line .claim-statement"):
         block = _soup(str(block))
-        for tag in block.select(".claim-evidence, code, pre, script, mjx-container, .math, math, svg"):
+        for tag in block.select(".claim-evidence, .claim-premise, code, pre, script, mjx-container, .math, math, svg"):
             tag.decompose()
         paragraphs = block.select("p") or [block]
         texts += [" ".join(p.get_text(" ").split()) for p in paragraphs]

@@ -12,10 +12,19 @@ imprecise         true in substance; a number rounded beyond what its context im
 typo              an evident slip (index, sign, caption, label) whose intended          ``correction``
                   statement holds
 false             false as printed and in substance                                     ``correction``
-not-reproduced    an empirical statement our runs do not show, at the stated scale      ``scale``
-inconclusive      our runs cannot separate the effect from noise (``calib.stats``)      ``scale``
-untested          needs compute or data not available here                              ``scale`` + command
+not-reproduced    an empirical statement our runs do not show, at the stated scale,     ``scale``,
+                  with the paper's premise holding in our runs                          ``premise``
+inconclusive      our runs cannot separate the effect from noise (``calib.stats``)      ``scale``, ``premise``
+untested          needs compute or data not available here, or the paper's premise      ``scale`` + command,
+                  does not hold in our runs (its numbers in ``premise``)                ``premise``
 ================  ====================================================================  ===================
+
+An empirical claim (one with ``scale``) states its *premise*: the condition under which the paper's statement
+applies, with the numbers measured in our runs ("cross-entropy is over-confident: T_CE >= 1.5 (measured 2.51
+[2.3, 2.7])"), and ``premise_holds``, computed in the chapter. A verdict on a training outcome means something
+only where the premise holds: when it fails, the verdict is *untested* (never *not-reproduced*), and
+*not-reproduced* needs the premise to hold. ``premise_holds=None`` is left to an *untested* claim whose runs are
+not made here, so that nothing is measured.
 
 ``about`` says whose statement is judged: ``"paper"`` (the paper's text), ``"code"`` (the authors' released
 code, never an erratum of the paper) or ``"book"`` (the book's own finding that extends a paper). A verdict
@@ -82,6 +91,8 @@ class Claim:
     quote: str = ""
     remark: str = ""
     scale: dict = field(default_factory=dict)
+    premise: str = ""
+    premise_holds: bool | None = None
 
     @property
     def anchor(self) -> str:
@@ -172,9 +183,40 @@ def _check_scale(scale, verdict: str) -> dict:
     return {str(k): (v.item() if isinstance(v, np.generic) else v) for k, v in scale.items()}
 
 
+def _check_premise(premise: str, premise_holds, verdict: str, scaled: bool):
+    """The premise of an empirical claim, checked against its verdict (the module docstring has the rules)."""
+    if not scaled:
+        if premise or premise_holds is not None:
+            raise ValueError("premise and premise_holds belong to an empirical claim: give scale=dict(...) too, "
+                             "or drop them.")
+        return "", None
+    if not premise:
+        raise ValueError(f"a {verdict!r} claim with scale needs premise=...: the condition under which the paper's "
+                         "statement applies, with its numbers measured here, e.g. 'cross-entropy is over-confident: "
+                         "T_CE >= 1.5 (measured 2.51 [2.30, 2.70])'.")
+    if premise_holds is None:
+        if verdict != "untested":
+            raise ValueError(f"a {verdict!r} claim needs premise_holds=<bool computed in the chapter>; None is only "
+                             "for an 'untested' claim whose runs are not made here.")
+        return premise, None
+    if isinstance(premise_holds, np.ndarray) and premise_holds.shape != ():
+        raise ValueError("premise_holds must be a single boolean; reduce the array with .all() or .any() first.")
+    if not isinstance(premise_holds, (bool, np.bool_)):
+        raise ValueError("premise_holds must be a boolean computed by the chapter; got "
+                         f"{type(premise_holds).__name__}.")
+    premise_holds = bool(premise_holds)
+    if not re.search(r"\d", premise):
+        raise ValueError(f"premise={premise!r} states no number: give the values measured in our runs that make it "
+                         f"{'hold' if premise_holds else 'fail'}.")
+    if not premise_holds and verdict != "untested":
+        raise ValueError(f"the premise fails in our runs ({premise}), so verdict={verdict!r} would judge the paper "
+                         "outside its regime: make it verdict='untested' with passed=None.")
+    return premise, premise_holds
+
+
 def claim(id: str, statement: str, *, verdict: str = "holds", passed=None, evidence: str = "",
           about: str = "paper", paper: str | None = None, where: str = "", quote: str = "", correction: str = "",
-          remark: str = "", scale: dict | None = None) -> Claim:
+          remark: str = "", scale: dict | None = None, premise: str = "", premise_holds=None) -> Claim:
     """Record a checkable statement and fail loudly if the computation does not confirm its verdict.
 
     Parameters
@@ -205,6 +247,12 @@ def claim(id: str, statement: str, *, verdict: str = "holds", passed=None, evide
     scale : dict
         ``data``, ``model``, ``epochs``, ``seeds``, ``n`` of the runs behind an empirical verdict
         ("not-reproduced", "inconclusive"); for "untested" the runs it needs and ``command``.
+    premise : str
+        Required with ``scale``: the condition under which the paper's statement applies, with the numbers
+        measured in our runs ("cross-entropy is over-confident: T_CE >= 1.5 (measured 2.51 [2.30, 2.70])").
+    premise_holds : bool, or None for an "untested" claim whose runs are not made here
+        Computed in the chapter. False forces verdict "untested" (with ``passed=None``); "not-reproduced"
+        needs True.
     """
     if not isinstance(id, str) or "/" not in id:
         raise ValueError(f"id must look like 'paper/name'; got {id!r}.")
@@ -213,9 +261,10 @@ def claim(id: str, statement: str, *, verdict: str = "holds", passed=None, evide
     if about not in ABOUT:
         raise ValueError(f"about={about!r} is not supported; choose 'paper' (the paper's text), 'code' (the "
                          "authors' released code) or 'book' (the book's own finding).")
-    statement, evidence, where, quote, correction, remark = (
+    statement, evidence, where, quote, correction, remark, premise = (
         _check_text(n, v) for n, v in (("statement", statement), ("evidence", evidence), ("where", where),
-                                        ("quote", quote), ("correction", correction), ("remark", remark)))
+                                        ("quote", quote), ("correction", correction), ("remark", remark),
+                                        ("premise", premise)))
     if not statement:
         raise ValueError("statement is empty; say what is judged.")
     if verdict in CORRECTED and not correction:
@@ -237,9 +286,11 @@ def claim(id: str, statement: str, *, verdict: str = "holds", passed=None, evide
         if not isinstance(passed, (bool, np.bool_)):
             raise ValueError(f"passed must be a boolean computed by the chapter; got {type(passed).__name__}.")
         passed = bool(passed)
+    premise, premise_holds = _check_premise(premise, premise_holds, verdict, bool(scale))
     record = Claim(id=id, paper=paper or id.split("/", 1)[0], where=where, statement=statement, verdict=verdict,
                    passed=passed, evidence=evidence, chapter=current_chapter(), correction=correction,
-                   about=about, quote=quote, remark=remark, scale=scale)
+                   about=about, quote=quote, remark=remark, scale=scale, premise=premise,
+                   premise_holds=premise_holds)
     RECORDS.append(record)
     path = ledger_path()
     if path is not None:
@@ -266,11 +317,20 @@ OUTCOME_WORDS = {"ok": "the computation confirms the verdict",
                  "untested": "nothing computed here"}
 
 
+def premise_text(record: Claim) -> str:
+    """The premise as one phrase, ``premise (holds here)``, or ``""`` for a claim without one."""
+    if not record.premise:
+        return ""
+    state = {True: "holds here", False: "fails here", None: "not measured here"}[record.premise_holds]
+    return f"{record.premise} ({state})"
+
+
 def claim_text(record: Claim) -> str:
-    """The claim line as plain text: ``[verdict] id, about the ...; outcome: evidence``."""
+    """The claim line as plain text: ``[verdict] id, about the ...; outcome: evidence; premise: ...``."""
     evidence = f": {record.evidence}" if record.evidence else ""
+    premise = f"; premise: {premise_text(record)}" if record.premise else ""
     return (f"[{record.verdict}] {record.id}, about the {record.about}; {OUTCOME_WORDS[status_word(record)]}"
-            f"{evidence}")
+            f"{evidence}{premise}")
 
 
 def _html_with_math(text: str) -> str:
@@ -282,6 +342,16 @@ def _html_with_math(text: str) -> str:
     return "".join(html.escape(p) if i % 2 == 0 else
                    f'<span class="math notranslate nohighlight">\\({html.escape(p)}\\)</span>'
                    for i, p in enumerate(parts) if i % 2 == 0 or p.strip())
+
+
+def premise_html(record: Claim) -> str:
+    """The premise as a paragraph (``p.claim-premise``, its ``$...$`` typeset), the same under a chapter's cell and
+    on the ledger pages; ``""`` for a claim without one. Like the evidence, it is measured numbers, which the
+    browser check reads apart from the prose."""
+    if not record.premise:
+        return ""
+    return (f'<p class="claim-premise"><span class="claim-label">Premise:</span> '
+            f'{_html_with_math(premise_text(record))}</p>')
 
 
 def claim_html(record: Claim) -> str:
@@ -297,7 +367,7 @@ def claim_html(record: Claim) -> str:
             f'<p class="claim-statement">{_html_with_math(record.statement)}</p>'
             + (f'<p class="claim-evidence"><span class="claim-label">Evidence:</span> '
                f'{html.escape(record.evidence)}</p>' if record.evidence else "")
-            + "</div>")
+            + premise_html(record) + "</div>")
 
 
 def _show(record: Claim) -> None:

@@ -177,11 +177,13 @@ VERDICT_MEANINGS = {
     "typo": "an evident slip (an index, a sign in an intermediate step, a caption, a label) whose intended "
             "statement holds",
     "false": "false as printed and in substance: a counterexample, or a number wrong beyond rounding",
-    "not-reproduced": "an empirical statement our runs do not show at the scale we ran; it says nothing about "
-                      "the paper's own runs",
+    "not-reproduced": "an empirical statement our runs do not show at the scale we ran, with the paper's premise "
+                      "holding in our runs (its regime, e.g. an over-confident cross-entropy baseline); it says "
+                      "nothing about the paper's own runs",
     "inconclusive": "our runs cannot separate the effect from noise at that scale (decided from seeds and an "
                     "interval)",
-    "untested": "needs compute or data not available here; the entry gives the command that would test it",
+    "untested": "needs compute or data not available here, or the paper's premise does not hold in our runs (the "
+                "entry gives the premise with its numbers, and the command that would test it)",
 }
 #: What a claim can be about (the paper's text, the authors' released code, or the book's own finding).
 #:
@@ -216,8 +218,8 @@ def _badge(verdict: str) -> str:
 
 def _entry(c: claims_module.Claim, heading: str) -> list[str]:
     """One claim as a MyST block (a container whose classes the ledger's filter reads): a verdict badge and the
-    claim's name and links, then the statement, the paper's words, what holds, a remark, the scale of the runs and
-    the evidence, each in full with its math typeset."""
+    claim's name and links, then the statement, the paper's words, what holds, a remark, the scale of the runs, the
+    premise (whether it holds in our runs, with its numbers) and the evidence, each in full with its math typeset."""
     status = {True: "", False: " · **not confirmed by the computation**", None: ""}[c.passed]
     about = "" if c.about == "paper" else f" (about the {'released code' if c.about == 'code' else 'book'})"
     lines = [f"```{{container}} claim-entry paper-{c.paper} verdict-{c.verdict} about-{c.about}",
@@ -233,6 +235,8 @@ def _entry(c: claims_module.Claim, heading: str) -> list[str]:
         if c.scale.get("command"):
             lines += [f"*Command that would test it:* `{c.scale['command']}`" if "`" not in str(c.scale["command"])
                       else f"*Command that would test it:* {_md(c.scale['command'])}", ""]
+    if c.premise:
+        lines += [claims_module.premise_html(c), ""]
     if c.evidence:
         lines += [f'<p class="claim-evidence"><span class="claim-label">Evidence:</span> {html.escape(c.evidence)}'
                   "</p>", ""]
@@ -307,7 +311,7 @@ def ledger_page(records: list[claims_module.Claim], order: list[str]) -> str:
            "{doc}`released code <released-code>` (notes on the authors' code).", "",
            f"**Download** every claim as data: {{download}}`claims.jsonl <{CLAIMS_DOWNLOAD}>` (one JSON object a "
            "line, with the fields id, paper, where, statement, verdict, about, quote, correction, remark, scale, "
-           "passed, evidence and chapter).", "",
+           "premise, premise_holds, passed, evidence and chapter).", "",
            "## Summary", "", "Counts by paper and verdict; a count filters the list below.", "",
            *summary_table(records), "",
            f"A paper's row counts every claim filed under it: {sum(c.about == 'paper' for c in records)} judge the "

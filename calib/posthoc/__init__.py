@@ -39,10 +39,10 @@ from calib.posthoc.focal_temperature import (KOMISARENKO_GAMMAS, KOMISARENKO_TEM
                                              focal_temperature_scores)
 from calib.posthoc.grid import EDGE_SHARE, GridEdgeWarning
 from calib.posthoc.registry import REGISTRY, FittedMap, MapSpec, focal_loss_gamma, get_map, map_names
-from calib.posthoc.temperature import (MUKHOTI_GRID, T_RANGE, TemperatureScaling, fit_temperature_grid,
+from calib.posthoc.temperature import (FINE_GRID, MUKHOTI_GRID, T_RANGE, TemperatureScaling, fit_temperature_grid,
                                        fit_temperature_nll, fit_temperature_sb_ece)
 
 __all__ = ["TemperatureScaling", "FocalTemperatureScaling", "GridEdgeWarning", "fit_temperature_nll",
-           "fit_temperature_grid", "fit_temperature_sb_ece", "focal_temperature_scores", "MUKHOTI_GRID",
+           "fit_temperature_grid", "fit_temperature_sb_ece", "focal_temperature_scores", "MUKHOTI_GRID", "FINE_GRID",
            "KOMISARENKO_GAMMAS", "KOMISARENKO_TEMPERATURES", "T_RANGE", "EDGE_SHARE", "MapSpec", "FittedMap",
            "REGISTRY", "get_map", "map_names", "focal_loss_gamma"]

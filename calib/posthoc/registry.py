@@ -13,7 +13,7 @@ from scipy.special import log_softmax, softmax
 
 from calib.focal import focal_map, log_focal_map
 from calib.posthoc.focal_temperature import FocalTemperatureScaling
-from calib.posthoc.temperature import TemperatureScaling
+from calib.posthoc.temperature import FINE_GRID, TemperatureScaling
 
 __all__ = ["MapSpec", "FittedMap", "REGISTRY", "get_map", "map_names", "focal_loss_gamma"]
 
@@ -63,9 +63,9 @@ def _fit_none(val_logits, val_labels, loss=None) -> FittedMap:
     return _scaled_softmax("none", {})
 
 
-def _fit_ts(objective: str):
+def _fit_ts(objective: str, grid=None):
     def fit(val_logits, val_labels, loss=None) -> FittedMap:
-        ts = TemperatureScaling(objective=objective).fit(val_logits, val_labels)
+        ts = TemperatureScaling(objective=objective, grid=grid).fit(val_logits, val_labels)
         return _scaled_softmax(f"ts-{objective}", {"temperature": ts.temperature_})
     return fit
 
@@ -126,8 +126,9 @@ REGISTRY: tuple[MapSpec, ...] = (
     MapSpec("none", "nothing", "softmax of the logits as they are", _fit_none, _any_loss),
     MapSpec("ts-nll", _VAL, "temperature scaling, T by the exact validation NLL (Guo et al. 2017, Sec. 4.2)",
             _fit_ts("nll"), _any_loss),
-    MapSpec("ts-ece", _VAL, "temperature scaling, T on the grid 0.1, ..., 10 by the 15-bin validation ECE "
-            "(Mukhoti et al. 2020, Sec. 5.1, Eq. 1)", _fit_ts("ece"), _any_loss),
+    MapSpec("ts-ece", _VAL, "temperature scaling, T on the grid 0.01, ..., 10 (FINE_GRID: Mukhoti et al.'s range "
+            "at FTS's step) by the 15-bin validation ECE (Mukhoti et al. 2020, Sec. 5.1, Eq. 1)",
+            _fit_ts("ece", FINE_GRID), _any_loss),
     MapSpec("fts", _VAL, "focal temperature scaling, (gamma, T) on the paper's grid by the 15-bin equal-mass "
             "validation ECE (Komisarenko & Kull 2024, Sec. 5.1, Eq. 1)", _fit_fts, _any_loss),
     MapSpec("psi", "the training loss 'fl-<gamma>' (no fit)", "the focal calibration map Psi^gamma with the "
