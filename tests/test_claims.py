@@ -239,3 +239,17 @@ gence and increasing the entropy. The ﬁnal layer’s weights
 ])
 def test_quote_in_text(quote, found):
     assert claims.quote_in_text(quote, PAPER_TEXT) is found
+
+
+def test_under_premise_keeps_the_verdict_where_the_premise_holds_and_is_untested_elsewhere():
+    from calib_book.claims import under_premise
+
+    scale = {"data": "d", "model": "m", "epochs": 1, "seeds": 5, "n": 10}
+    gpu = {**scale, "command": "calib sweep grid.toml"}
+    held = under_premise("not-reproduced", True, "T_CE = 2.4 >= 1.5", True, scale, gpu)
+    assert held == {"verdict": "not-reproduced", "passed": True, "scale": scale, "premise": "T_CE = 2.4 >= 1.5",
+                    "premise_holds": True}
+    failed = under_premise("not-reproduced", True, "T_CE = 1.2 < 1.5", False, scale, gpu)
+    assert (failed["verdict"], failed["passed"], failed["scale"]) == ("untested", None, gpu)
+    record = claim("x2020/under-premise", "a statement", quote="q", evidence="e", **failed)
+    assert record.verdict == "untested" and record.premise_holds is False

@@ -305,6 +305,22 @@ def claim(id: str, statement: str, *, verdict: str = "holds", passed=None, evide
     return record
 
 
+def under_premise(verdict: str, passed, premise: str, premise_holds: bool, scale: dict,
+                  untested_scale: dict) -> dict:
+    """The keyword arguments of :func:`claim` for an empirical claim judged only where its premise holds.
+
+    Where ``premise_holds`` the chapter's ``verdict`` and computed ``passed`` stand, with ``scale``; where it
+    fails the claim is ``"untested"`` (``passed=None``) with ``untested_scale`` (the runs it would need and the
+    ``command``), whatever the intervals said: a statement is not judged outside its regime (issue 25).
+    Use as ``claim(id, statement, **under_premise(...), evidence=...)``.
+    """
+    if premise_holds:
+        return {"verdict": verdict, "passed": passed, "scale": scale, "premise": premise,
+                "premise_holds": premise_holds}
+    return {"verdict": "untested", "passed": None, "scale": untested_scale, "premise": premise,
+            "premise_holds": premise_holds}
+
+
 def status_word(record: Claim) -> str:
     """``ok`` (confirmed), ``FAILED`` (not confirmed) or ``untested`` (nothing computed)."""
     return "untested" if record.passed is None else ("ok" if record.passed else "FAILED")
