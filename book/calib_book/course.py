@@ -39,7 +39,8 @@ from calib_book.paths import BUNDLE_MARKER
 from calib_book.student import _EXERCISE_LABEL, strip_solutions
 
 __all__ = ["KeyPart", "key_parts", "answer_variable", "public_spec", "test_file", "student_notebook",
-           "instructor_notebook", "planted_submission", "build_course", "grade", "STUDENT_SKIPS",
+           "instructor_notebook", "planted_submission", "expected_points", "build_course", "grade",
+           "SelfTestRow", "self_test", "self_test_table", "STUDENT_SKIPS",
            "REQUIREMENTS"]
 
 #: The files of ``book/calib_book`` that stay out of the student bundle: the key, the checker that imports it,
@@ -339,6 +340,49 @@ def build_course(root: Path, chapters: list[str] | None = None) -> Path:
                            config=str(autograder / f"{chapter}.json"), no_requirements=True, no_environment=True)
     print(f"[course] {course} ({len(chapters)} chapters, {time.perf_counter() - start:.1f} s)")
     return course
+
+
+@dataclass(frozen=True)
+class SelfTestRow:
+    """The points a planted submission earned from a chapter's autograder, and the points it should earn."""
+
+    chapter: str
+    kind: str
+    points: float
+    expected: float
+    possible: float
+
+    @property
+    def as_expected(self) -> bool:
+        """Whether the autograder gave the points the key says."""
+        return math.isclose(self.points, self.expected, abs_tol=1e-9)
+
+
+def self_test(course: Path, kinds: tuple[str, ...] = ("right", "wrong")) -> list[SelfTestRow]:
+    """Grade planted submissions of every chapter that has an autograder in ``course`` (``_build/course``)."""
+    import tempfile
+
+    import nbformat
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for bundle in sorted((Path(course) / "autograder").glob("*.zip")):
+            chapter = bundle.stem
+            for kind in kinds:
+                submission = Path(tmp) / f"{chapter}-{kind}.ipynb"
+                nbformat.write(planted_submission(chapter, kind), submission)
+                points = sum(grade(bundle, submission).values())
+                rows.append(SelfTestRow(chapter, kind, points, expected_points(chapter, kind),
+                                        expected_points(chapter, "right")))
+    return rows
+
+
+def self_test_table(rows: list[SelfTestRow]) -> str:
+    """The self-test as a text table, one line per chapter and submission."""
+    lines = [f"{'chapter':32s} {'submission':12s} {'points':>8s} {'expected':>8s} {'of':>5s}"]
+    lines += [f"{r.chapter:32s} {r.kind:12s} {r.points:8g} {r.expected:8g} {r.possible:5g}"
+              + ("" if r.as_expected else "   <- not as the key says") for r in rows]
+    return "\n".join(lines)
 
 
 def grade(autograder_zip: Path, submission: Path) -> dict[str, float]:
