@@ -303,8 +303,8 @@ def _copy_student_library(root: Path, student: Path) -> None:
         shutil.copytree(root / "book" / folder, student / "book" / folder, ignore=ignore)
 
 
-def build_course(root: Path, chapters: list[str] | None = None) -> Path:
-    """Write ``_build/course`` (student bundle, autograders, instructor notebooks) and return its path."""
+def build_course(root: Path, chapters: list[str] | None = None, out: Path | None = None) -> Path:
+    """Write ``_build/course`` (or ``out``: student bundle, autograders, instructor notebooks); returns its path."""
     import nbformat
     from otter.generate import main as otter_generate
 
@@ -312,7 +312,7 @@ def build_course(root: Path, chapters: list[str] | None = None) -> Path:
 
     root = Path(root).resolve()
     start = time.perf_counter()
-    course = build_dir(root) / "course"
+    course = Path(out) if out is not None else build_dir(root) / "course"
     if course.exists():
         shutil.rmtree(course)
     student, autograder, instructor = course / "student", course / "autograder", course / "instructor"

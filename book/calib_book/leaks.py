@@ -4,16 +4,16 @@
 
 - ``key``: the text of ``book/calib_book/answers.py``, each of its lines of 40 characters or more (stripped) that
   no chapter shows outside its solutions (an exercise's statement may give the code that builds its data, which the
-  key repeats), and the module's names (``calib_book.answers``, ``EXERCISES[``);
-- ``value``: every expected number of every part, printed as it could be at its precision: rounded and truncated
-  to each number of significant digits from the part's precision (at least 4) to 17, fixed and scientific; a
-  number with fewer than 4 significant digits (0.5, an integer) is too common to scan for, and is counted apart;
-  a symbolic part as ``str`` of its expression;
+  key repeats), and an import of it (``from calib_book.answers import``, ``EXERCISES[``);
+- ``value``: every expected number of every part, printed as it could be at its precision: rounded to each
+  number of significant digits from the part's precision (at least 4) to 17, fixed, general and scientific, and
+  truncated from 6 digits on; a number with fewer than 4 significant digits (0.5, an integer) is too common to
+  scan for, and is counted apart; a symbolic part as ``str`` of its expression (15 characters or more);
 - ``solution``: each line of 40 characters or more of a solution that the chapter does not show elsewhere.
 
 :func:`scan` reads every text file given (a zip's or wheel's members too) and returns the hits: file, kind,
-needle and where. A number matches at a leading boundary (no digit or point before it) and, rounded, at a trailing
-one (no digit after it); truncated, it may go on (``0.36787`` in ``0.3678794``).
+needle and where. Numbers are compared as printed numbers, not substrings: a rounded form must be a whole number of the text
+(trailing zeros and sign aside), a truncated one its start (``0.367879`` in ``0.3678794``).
 """
 
 from __future__ import annotations
@@ -30,6 +30,11 @@ __all__ = ["Needle", "Hit", "key_needles", "number_forms", "scan", "scan_text"]
 
 MIN_LINE = 40
 MIN_DIGITS = 4
+#: A truncated form (the start of a longer printed number) counts from this many significant digits: with fewer,
+#: the stored runs' thousands of numbers hold the start of any value by chance.
+MIN_TRUNCATED_DIGITS = 6
+#: A symbolic answer is scanned for as text from this length (``gamma + 1`` is everywhere in the chapters).
+MIN_EXPRESSION = 15
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,9 @@ def number_forms(value: float, min_digits: int) -> dict[str, str]:
         for text in (f"{value:.{digits}g}", f"{value:.{decimals}f}", f"{value:.{digits - 1}e}"):
             forms.setdefault(_normal(text), "rounded")
         scale = 10.0 ** (digits - 1 - exponent)
-        forms.setdefault(_normal(f"{math.trunc(value * scale) / scale:.{decimals}f}"), "truncated")
+        truncated = _normal(f"{math.trunc(value * scale) / scale:.{decimals}f}")
+        if _significant(truncated) >= MIN_TRUNCATED_DIGITS:
+            forms.setdefault(truncated, "truncated")
     return {text: how for text, how in forms.items() if _significant(text) >= min_digits}
 
 
@@ -120,15 +127,18 @@ def key_needles(root: Path) -> tuple[list[Needle], dict[str, int]]:
     answers = root / "book" / "calib_book" / "answers.py"
     needles += [Needle("key", line.strip(), "answers.py") for line in answers.read_text(encoding="utf-8").splitlines()
                 if len(line.strip()) >= MIN_LINE and line.strip() not in public_text]
-    needles += [Needle("key", name, "answers.py") for name in ("calib_book.answers", "EXERCISES[")]
+    needles += [Needle("key", name, "answers.py") for name in ("from calib_book.answers import",
+                                                               "import calib_book.answers", "EXERCISES[")]
     counts = {"values": 0, "values_too_short": 0}
     for part in key_parts():
         where = f"{part.label} {part.part}"
         if isinstance(part.value, (bool, np.bool_)):
             continue
         if isinstance(part.value, sympy.Basic) and not part.value.is_number:
-            needles.append(Needle("value", str(part.value), where))
-            counts["values"] += 1
+            text = str(part.value)
+            counts["values" if len(text) >= MIN_EXPRESSION else "values_too_short"] += 1
+            if len(text) >= MIN_EXPRESSION:
+                needles.append(Needle("value", text, where))
             continue
         precision = max(MIN_DIGITS, math.ceil(-math.log10(max(part.spec.rtol, 1e-17))) if part.spec.rtol else 0)
         for element in np.asarray(part.value, dtype=float).reshape(-1):
@@ -156,8 +166,9 @@ def _texts(path: Path):
     yield str(path), data.decode("utf-8", errors="replace")
 
 
-def scan_text(name: str, text: str, needles: list[Needle]) -> list[Hit]:
-    """The needles found in one text."""
+def scan_text(name: str, text: str, needles: list[Needle], min_digits: int = MIN_DIGITS) -> list[Hit]:
+    """The needles found in one text; numbers of fewer than ``min_digits`` significant digits are not compared."""
+    needles = [n for n in needles if n.number is None or _significant(n.text) >= min_digits]
     numbers: dict[str, int] = {}
     for match in _NUMBER.finditer(text):
         numbers.setdefault(_normal(match.group()), match.start())
@@ -179,11 +190,17 @@ def scan_text(name: str, text: str, needles: list[Needle]) -> list[Hit]:
             for needle, at in found]
 
 
+#: Numbers in stored runs (``book/results``, hundreds of thousands of them) are compared from this many significant
+#: digits: with fewer, some training statistic equals a value by chance.
+DATA_DIGITS = 8
+
+
 def scan(paths: list[Path], needles: list[Needle]) -> tuple[list[Hit], int]:
     """Every needle found in the files (and archive members) given; returns the hits and the texts scanned."""
     hits, scanned = [], 0
     for path in paths:
+        digits = DATA_DIGITS if "results" in Path(path).parts else MIN_DIGITS
         for name, text in _texts(Path(path)):
             scanned += 1
-            hits += scan_text(name, text, needles)
+            hits += scan_text(name, text, needles, digits)
     return hits, scanned
