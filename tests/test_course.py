@@ -143,9 +143,9 @@ def test_public_test_runs_from_the_students_folder(built, monkeypatch):
     monkeypatch.chdir(built / "student")
     grader = otter.Notebook(tests_dir=f"tests/{chapter}")
     right = {p.part: p.value for p in course.key_parts_cached(chapter) if p.label == label}
-    assert grader.check(label, global_env={course.answer_variable(label): right}).passed_all_tests()
+    assert grader.check(label, global_env={course.answer_variable(label): right}).passed_all
     wrong = {k: v * 1.01 for k, v in right.items()}
-    assert not grader.check(label, global_env={course.answer_variable(label): wrong}).passed_all_tests()
+    assert not grader.check(label, global_env={course.answer_variable(label): wrong}).passed_all
 
 
 # --- the leak scan --------------------------------------------------------------------------------------------------
