@@ -212,3 +212,41 @@ def test_book_file_from_the_repository_a_chapter_folder_and_the_bundle(built, mo
         paths.book_root()
     with pytest.raises(ValueError, match="inside the repository"):
         paths.book_file("/etc/passwd")
+
+
+# --- the hosted-notebook buttons ------------------------------------------------------------------------------------
+
+def _launch_buttons(config: dict) -> list[dict]:
+    """The launch buttons sphinx-book-theme renders for chapter 01 under ``config`` (a _config.yml as a dict)."""
+    from types import SimpleNamespace
+
+    from jupyter_book.config import get_final_config
+    from sphinx_book_theme.header_buttons.launch import add_launch_buttons
+
+    final, _ = get_final_config(user_yaml=config, cli_config={"latex_individualpages": False}, sourcedir=ROOT)
+    theme = final["html_theme_options"]
+    page = "chapters/01-measuring-calibration"
+    app = SimpleNamespace(config={"html_theme_options": theme},
+                          env=SimpleNamespace(doc2path=lambda name: ROOT / "_build" / "src" / f"{name}.ipynb",
+                                              metadata={page: {"kernelspec": {"name": "python3"}}}))
+    url = theme["repository_url"]
+    context = {"pagename": page, "sourcename": f"{page}.ipynb", "header_buttons": [],
+               "github_url": "https://github.com",
+               "github_user": url.split("/")[-2] if url else "", "github_repo": url.split("/")[-1] if url else ""}
+    if not url:
+        del context["github_url"]
+    add_launch_buttons(app, page, "page.html", context, None)
+    return [button for group in context["header_buttons"] for button in group.get("buttons", [])]
+
+
+def test_launch_buttons_are_off_until_the_repository_has_an_address_and_link_the_chapter_when_on():
+    import yaml
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert config["repository"]["url"] == "" and _launch_buttons(config) == []
+    config["repository"]["url"] = "https://github.com/owner/calib"
+    config["launch_buttons"].update(binderhub_url="https://mybinder.org", colab_url="https://colab.research.google.com")
+    urls = sorted(button["url"] for button in _launch_buttons(config))
+    notebook = "chapters/01-measuring-calibration.ipynb"
+    assert urls == [f"https://colab.research.google.com/github/owner/calib/blob/main/{notebook}",
+                    f"https://mybinder.org/v2/gh/owner/calib/main?urlpath=lab/tree/{notebook}"]
