@@ -179,7 +179,7 @@ def test_the_leak_scan_finds_a_planted_leak(built, needles, tmp_path):
     key_line = next(n.text for n in needles if n.kind == "key")
     solution_line = next(n.text for n in needles if n.kind == "solution")
     nb = nbformat.read(built / "student" / "09-reweighted-risk.ipynb", as_version=4)
-    nb.cells.append(nbformat.v4.new_markdown_cell(f"The maximum is {float(part.value):.6f}."))
+    nb.cells.append(nbformat.v4.new_markdown_cell(f"The maximum is {float(part.value):.8g}."))
     nb.cells.append(nbformat.v4.new_code_cell(key_line + "\n" + solution_line))
     planted = tmp_path / "planted.ipynb"
     nbformat.write(nb, planted)

@@ -44,8 +44,8 @@ __all__ = ["KeyPart", "key_parts", "answer_variable", "public_spec", "test_file"
            "REQUIREMENTS"]
 
 #: The files of ``book/calib_book`` that stay out of the student bundle: the key, the checker that imports it,
-#: and this builder, which does too.
-STUDENT_SKIPS = ("answers.py", "exercises.py", "course.py")
+#: this builder and the leak scan, which do too.
+STUDENT_SKIPS = ("answers.py", "exercises.py", "course.py", "leaks.py")
 
 #: What a student installs with pip (torch from its CPU wheel index first; see the README's course section).
 REQUIREMENTS = ["numpy>=1.24", "scipy>=1.10", "sympy>=1.12", "mpmath", "matplotlib>=3.7", "tqdm>=4.65",
@@ -159,8 +159,8 @@ def test_file(label: str, parts: list[KeyPart], hidden: bool) -> str:
     lines += ["", "def _answer(env, part):",
               f"    answers = env.get({variable!r})",
               "    if not isinstance(answers, dict) or part not in answers:",
-              f"        raise AssertionError(f\"{variable}[{{part!r}}] is not given: fill {variable} = dict({{part}}=...)"
-              f" in the exercise's cell\")",
+              f"        raise AssertionError(f\"{variable}[{{part!r}}] is not given: fill \"",
+              f"                             f\"{variable} = dict({{part}}=...) in the exercise's cell\")",
               "    return answers[part]", ""]
     for i, p in enumerate(parts):
         hint = f" ({p.spec.hint})" if p.spec.hint else ""

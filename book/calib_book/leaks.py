@@ -12,8 +12,8 @@
 - ``solution``: each line of 40 characters or more of a solution that the chapter does not show elsewhere.
 
 :func:`scan` reads every text file given (a zip's or wheel's members too) and returns the hits: file, kind,
-needle and where. Numbers are compared as printed numbers, not substrings: a rounded form must be a whole number of the text
-(trailing zeros and sign aside), a truncated one its start (``0.367879`` in ``0.3678794``).
+needle and where. Numbers are compared as printed numbers, not substrings: a rounded form must be a whole number of
+the text (trailing zeros and sign aside), a truncated one its start (``1.23456`` in ``1.2345678``).
 """
 
 from __future__ import annotations
@@ -152,7 +152,23 @@ def key_needles(root: Path) -> tuple[list[Needle], dict[str, int]]:
 
 
 def _texts(path: Path):
-    """(name, text) of a file, or of each member of a zip or wheel; binary content is skipped."""
+    """(name, text) of a file, or of each member of a zip or wheel; binary content is skipped; a notebook's text is
+    its cells' sources and outputs (not its JSON, which escapes quotes)."""
+    if path.suffix == ".ipynb":
+        import json
+
+        def strings(node):
+            if isinstance(node, str):
+                yield node
+            elif isinstance(node, dict):
+                for value in node.values():
+                    yield from strings(value)
+            elif isinstance(node, list):
+                for value in node:
+                    yield from strings(value)
+
+        yield str(path), "\n".join(strings(json.loads(path.read_text(encoding="utf-8"))))
+        return
     if path.suffix in (".zip", ".whl"):
         with zipfile.ZipFile(path) as archive:
             for member in archive.namelist():
