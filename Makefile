@@ -15,7 +15,7 @@ FASHION_MNIST_DIR ?= /usr/share/datasets/fashion-mnist
 PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.calib-installed
 
-.PHONY: book test student pdf tex setup data browser clean
+.PHONY: book test student course pdf tex setup data browser clean
 
 book: setup
 	$(PY) -m calib book run --profile $(PROFILE) $(if $(FORCE),--force)
@@ -28,6 +28,13 @@ test: setup
 # notebooks with the solutions removed in _build/student/notebooks (after `make book`).
 student: setup
 	$(PY) -m calib book build --student
+
+# The course edition, _build/course (see book/calib_book/course.py): student notebooks graded by otter-grader
+# (no solutions, no key) in _build/course/student, one autograder per chapter in _build/course/autograder (hidden
+# tests, points), the instructors' notebooks in _build/course/instructor; then a planted right and a planted wrong
+# submission of every chapter are graded here (otter run, no Docker) and must earn full and zero points.
+course: setup
+	$(PY) -m calib book course --self-test
 
 # The whole book as one PDF, _build/latex/book.pdf (XeLaTeX through jupyter-book's LaTeX builder), from the executed
 # book that `make book` leaves in _build/src (built first when missing). `make test` does not build it;
@@ -57,7 +64,7 @@ setup: $(STAMP) data browser
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e '.[book,dev]'
+	$(PY) -m pip install -q -e '.[book,course,dev]'
 	@touch $(STAMP)
 
 # Fashion-MNIST from Debian's dataset-fashion-mnist when apt is there and we are root; carry on otherwise

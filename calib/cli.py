@@ -51,6 +51,13 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--student", action="store_true",
                        help="render the book without the exercises' solutions into _build/student, and write the "
                             "chapters as notebooks for students (solutions removed) to _build/student/notebooks")
+    course = book_commands.add_parser("course", help="write _build/course: student notebooks graded by otter-grader "
+                                                     "(no solutions, no key), its autograders, instructor notebooks")
+    course.add_argument("--only", action="append", metavar="NAME",
+                        help="only this chapter (e.g. 06-focal-loss-is-not-proper); repeatable")
+    course.add_argument("--self-test", action="store_true",
+                        help="then grade a planted right and a planted wrong submission of every chapter with its "
+                             "autograder (otter run, no Docker) and fail unless they earn full and zero points")
     check = book_commands.add_parser("check", help="open every built page in headless chromium, offline, and check "
                                                    "math, tables, code, images and links (see calib_book.browser)")
     check.add_argument("--workers", type=int, default=2, help="pages rendered at once (default 2)")
@@ -283,7 +290,7 @@ def _book_machinery():
 
 
 def _book(args) -> int:
-    """``calib book run|build|check`` on the book at or above the working directory."""
+    """``calib book run|build|check|course`` on the book at or above the working directory."""
     root, runner = _book_machinery()
     try:
         if args.book_command == "run":
@@ -294,12 +301,26 @@ def _book(args) -> int:
             runner.build_book(root, strict=not args.no_strict, student=args.student)
         elif args.book_command == "check":
             return _check_book(root, args.workers)
+        elif args.book_command == "course":
+            return _course(root, args.only, args.self_test)
     except (runner.ChapterError, runner.BuildLockedError) as exc:
         raise _BookError(str(exc)) from None
     except KeyboardInterrupt:
         raise _Interrupted("interrupted; the ledger keeps each chapter's last successful run, and the chapter that "
                            "was running must run again before `calib book build`.") from None
     return 0
+
+
+def _course(root, only, self_test: bool) -> int:
+    """``calib book course``: the course edition, and with ``--self-test`` its autograders' points table."""
+    from calib_book import course
+
+    folder = course.build_course(root, chapters=only)
+    if not self_test:
+        return 0
+    rows = course.self_test(folder)
+    print(course.self_test_table(rows))
+    return 0 if all(row.as_expected for row in rows) else 1
 
 
 def _check_book(root, workers: int) -> int:

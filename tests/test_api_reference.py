@@ -44,7 +44,8 @@ PUBLIC_MODULES = [
 #: which no page of the student site may render (autodoc would show its values, viewcode its source).
 BOOK_MODULES = ["calib_book.claims", "calib_book.notebook", "calib_book.linear_toy", "calib_book.exercises",
                 "calib_book.pages", "calib_book.browser", "calib_book.cache", "calib_book.student", "calib_book.runner",
-                "calib_book.pdf"]
+                "calib_book.pdf", "calib_book.paths", "calib_book.course_check", "calib_book.leaks",
+                "calib_book.course"]
 ANSWER_KEY = "calib_book.answers"
 #: Modules that are not documented: the package roots (their names are the submodules' re-exports) and the entry
 #: point. Private modules (a name starting with "_") are left out as well.

@@ -1,0 +1,71 @@
+"""Calibration and accuracy metrics of a classifier's predicted probabilities (numpy, float64).
+
+Every metric takes ``probs`` of shape (N, K), rows summing to 1, and integer ``labels`` of shape (N,) in
+[0, K); numpy arrays and torch tensors (on any device) are both accepted, and the result is a Python float
+(array-valued results, such as :func:`~calib.metrics.risk_coverage.confidence_score`, are float64 numpy arrays).
+Inputs are checked by ``calib._validate``, which raises a ValueError naming the argument, the problem and the fix.
+float32 input is checked and its top label taken in float32 (no float64 copy); per-row and per-bin quantities are
+accumulated in float64, so the results equal those of the float64 copy. Half-precision probabilities (float16,
+bfloat16) are refused with a message saying to cast them when their rows miss 1 by more than the tolerance.
+
+A package; every public name is importable from ``calib.metrics``:
+
+- :mod:`calib.metrics.binned`: binned calibration errors (top-label ECE and its variants, AdaECE, MCE,
+  class-wise ECE) and the data of a reliability diagram, with the binning conventions they share;
+- :mod:`calib.metrics.scores`: NLL, Brier score, accuracy, mean confidence, the Kolmogorov-Smirnov error;
+- :mod:`calib.metrics.risk_coverage`: selective classification: confidence score functions, the risk-coverage
+  curve and the AURC;
+- :mod:`calib.metrics.streaming`: the same metrics accumulated over batches and across processes
+  (``update`` / ``compute`` / ``reset``, reduced with ``torch.distributed``);
+- :mod:`calib.metrics.registry`: the metrics of the book's tables by name, :data:`~calib.metrics.registry.REGISTRY`
+  (:func:`~calib.metrics.registry.get_metric`).
+"""
+
+from __future__ import annotations
+
+# The binning kernels under the names calib.simulate and the tests use (calib.metrics._binning is private).
+from calib.metrics._binning import BINNINGS, ESTIMATORS, NORMS
+from calib.metrics._binning import bin_top_label as _bin_top_label
+from calib.metrics._binning import uniform_bin as _uniform_bin
+from calib.metrics._binning import uniform_edges as _uniform_edges
+from calib.metrics.binned import (Reliability, adaptive_ece, adaptive_ece_torrvision, classwise_ece, ece,
+                                  equal_mass_ece_rows, mce, reliability, top_label_ece)
+from calib.metrics.registry import REGISTRY, MetricSpec, get_metric, metric_names
+from calib.metrics.risk_coverage import (CSFS, RiskCoverage, aurc, confidence_range, confidence_score,
+                                         risk_coverage_curve)
+from calib.metrics.scores import accuracy, brier, ks_error, mean_confidence, nll
+from calib.metrics.streaming import (StreamingAccuracy, StreamingAURC, StreamingBrier, StreamingClasswiseECE,
+                                     StreamingECE, StreamingMetric, StreamingNLL)
+
+__all__ = [
+    "CSFS",
+    "REGISTRY",
+    "MetricSpec",
+    "Reliability",
+    "RiskCoverage",
+    "StreamingAURC",
+    "StreamingAccuracy",
+    "StreamingBrier",
+    "StreamingClasswiseECE",
+    "StreamingECE",
+    "StreamingMetric",
+    "StreamingNLL",
+    "accuracy",
+    "adaptive_ece",
+    "adaptive_ece_torrvision",
+    "aurc",
+    "brier",
+    "classwise_ece",
+    "confidence_range",
+    "confidence_score",
+    "ece",
+    "get_metric",
+    "ks_error",
+    "top_label_ece",
+    "mce",
+    "mean_confidence",
+    "metric_names",
+    "nll",
+    "reliability",
+    "risk_coverage_curve",
+]

@@ -1,0 +1,360 @@
+"""Temperature scaling, ``softmax(z / T)`` with one scalar T fitted on validation logits (Guo et al. 2017): by the
+exact NLL, on Mukhoti et al. (2020)'s ECE grid, or by Karandikar et al. (2021)'s soft-binned ECE; the fits read the
+logits in row blocks. Estimator protocol and array policy as stated in :mod:`calib.posthoc`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import brentq
+from scipy.special import softmax
+
+from calib import metrics
+from calib._validate import as_logits_labels, as_scores, check_choice, check_int, check_positive, n_threads
+from calib.posthoc._common import Estimator, as_grid, checked_tensor, deprecated_alias, is_tensor, sampling_noise
+from calib.posthoc.grid import grid_edge
+
+__all__ = ["MUKHOTI_GRID", "T_RANGE", "fit_temperature_nll", "fit_temperature_grid", "TemperatureScaling",
+           "fit_temperature_sb_ece"]
+
+#: Mukhoti et al. (2020)'s temperature grid, 0.1, 0.2, ..., 10.0 (official code, ``temperature_scaling.py``).
+#:
+#: :meta hide-value:
+MUKHOTI_GRID = np.round(np.arange(1, 101) * 0.1, 10)
+
+#: Bracket for the NLL fit, in temperature. An optimum outside it is reported, never clamped.
+T_RANGE = (1e-4, 1e4)
+
+#: Logits are read in row blocks of about this many entries (1 MiB of float64), converted to float64 one block
+#: at a time: the fits' extra memory is a few (N,) vectors, not an (N, K) float64 copy (issue 24, item 26).
+_FIT_BLOCK_ELEMENTS = 1 << 17
+
+
+# ----------------------------------------------------------------------------------------------------------
+# temperature scaling: the fits, in row blocks
+# ----------------------------------------------------------------------------------------------------------
+
+class _RowBlocks:
+    """Checked (N, K) logits, float32 or float64 as given, read in float64 one row block at a time.
+
+    ``map(fn)`` calls ``fn(lo, hi, block)`` on each block (float64, rows lo:hi), split over threads (numpy releases
+    the GIL); the per-row results are written by ``fn`` into arrays of the caller. The top logit, the runner-up
+    and the label's logit of each row are taken in one pass at construction.
+    """
+
+    def __init__(self, logits, labels):
+        self.z, self.y = as_logits_labels(logits, labels, dtype=None)
+        self.n, self.k = self.z.shape
+        self.rows = max(1, _FIT_BLOCK_ELEMENTS // self.k)
+        self.top = np.empty(self.n, dtype=np.intp)
+        self.z_max, self.z_second, self.z_y = np.empty(self.n), np.empty(self.n), np.empty(self.n)
+        self.z_min = np.empty(self.n)
+
+        def extremes(lo, hi, zb):
+            rows = np.arange(hi - lo)
+            top = zb.argmax(axis=1)
+            self.top[lo:hi], self.z_max[lo:hi] = top, zb[rows, top]
+            self.z_min[lo:hi] = zb.min(axis=1)
+            self.z_y[lo:hi] = zb[rows, self.y[lo:hi]]
+            zb[rows, top] = -np.inf
+            self.z_second[lo:hi] = zb.max(axis=1)
+
+        self.map(extremes, copy=True)
+        if np.array_equal(self.z_max, self.z_min):
+            raise ValueError(
+                "logits: every row is constant (all K logits of a sample are equal), so softmax(z / T) is uniform "
+                "for every T and no temperature fits better than another. The model's output carries no "
+                "information: check that the logits are the network's last layer on real inputs (not a dead or "
+                "untrained layer, or a constant placeholder)."
+            )
+
+    def map(self, fn, copy: bool = False) -> None:
+        def span(lo, hi):
+            for s in range(lo, hi, self.rows):
+                e = min(hi, s + self.rows)
+                block = self.z[s:e]
+                fn(s, e, np.array(block, dtype=np.float64) if copy or block.dtype != np.float64 else block)
+
+        threads = n_threads(self.z.size)
+        if threads == 1:
+            span(0, self.n)
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        cuts = np.linspace(0, self.n, threads + 1).astype(int)
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(span, cuts[:-1], cuts[1:]))
+
+
+def _nll_slope(data: _RowBlocks, inverse_temperature: float) -> float:
+    """d/d(beta) of the mean NLL of softmax(beta * z): E_p[z] - z_y, averaged (increasing in beta)."""
+    expected = np.empty(data.n)
+
+    def rows(lo, hi, zb):
+        p = softmax(zb * inverse_temperature, axis=1)
+        expected[lo:hi] = np.einsum("nk,nk->n", p, zb)
+
+    data.map(rows)
+    return float(np.mean(expected - data.z_y))
+
+
+def fit_temperature_nll(logits, labels) -> float:
+    """The temperature minimising the mean NLL of ``softmax(logits / T)`` (Guo et al. 2017, Sec. 4.2).
+
+    The NLL is convex in beta = 1/T (a log-sum-exp of functions linear in beta minus a linear term), so
+    its minimiser is the unique root of the derivative E_p[z] - z_y, found by Brent's method on log beta to
+    machine precision. This is exact, unlike the usual fixed-step LBFGS (gpleiss/temperature_scaling: lr
+    0.01, 50 iterations, T initialised at 1.5), which users report stopping early or diverging. The logits
+    are read in row blocks (float32 input is never copied whole to float64), so the extra memory is a few
+    (N,) vectors.
+
+    Raises
+    ------
+    ValueError
+        When every row of logits is constant (no temperature is better than another), or the NLL keeps
+        decreasing beyond the bracket ``T_RANGE``: every validation sample is correct (the NLL tends to 0 as
+        T -> 0) or the logits are anti-correlated with the labels (T < 0 would help).
+    """
+    return _fit_temperature_nll(_RowBlocks(logits, labels))
+
+
+def _fit_temperature_nll(data: _RowBlocks) -> float:
+    lo, hi = np.log(1 / T_RANGE[1]), np.log(1 / T_RANGE[0])
+    f_lo, f_hi = _nll_slope(data, np.exp(lo)), _nll_slope(data, np.exp(hi))
+    if f_hi <= 0:
+        raise ValueError(
+            f"labels: the validation NLL still decreases at T = {T_RANGE[0]:g}, so no finite temperature minimises "
+            f"it (the logits classify every validation sample correctly with a margin). Fit on validation data "
+            f"with errors, or use objective='ece'."
+        )
+    if f_lo >= 0:
+        raise ValueError(
+            f"labels: the validation NLL still decreases at T = {T_RANGE[1]:g}: the logits carry no information "
+            f"about the labels (or are anti-correlated with them). Check that logits and labels are aligned."
+        )
+    log_beta = brentq(lambda u: _nll_slope(data, np.exp(u)), lo, hi, xtol=1e-13, rtol=4 * np.finfo(float).eps)
+    return float(np.exp(-log_beta))
+
+
+def _grid_ece_scores(data: _RowBlocks, grid: np.ndarray, n_bins: int) -> np.ndarray:
+    """The 15-bin (``n_bins``) equal-width ECE of ``softmax(z / t)`` for every t of ``grid``, without (N, K) arrays.
+
+    Only the top-label confidence and whether the argmax is the label enter the ECE. For ``p = softmax(x)``,
+    ``x = z / t``, scipy computes ``e = exp(x - max x)`` and ``p = e / sum(e)``, so the top probability is
+    ``1 / sum(e)``, the same float. The argmax of ``p`` is that of ``z`` unless two logits are so close that
+    their probabilities round to the same float; such near-tied rows (a gap below ``1e-13 (|z_max| + max t)``,
+    far wider than the rounding needs) are redone with the whole row. The scores equal, bit for bit,
+    ``metrics.ece(softmax(z / t), y, n_bins)`` (the tests check it).
+    """
+    conf = np.empty((len(grid), data.n))
+    tied = data.z_max - data.z_second <= 1e-13 * (np.abs(data.z_max) + float(grid.max()))
+    correct = np.broadcast_to(data.top == data.y, (len(grid), data.n)).copy()
+
+    def rows(lo, hi, zb):
+        z_max = data.z_max[lo:hi, None]
+        x = np.empty_like(zb)
+        for i, t in enumerate(grid):
+            np.divide(zb, t, out=x)
+            x -= z_max / t                             # the row maximum of x, exactly
+            np.exp(x, out=x)
+            conf[i, lo:hi] = 1.0 / x.sum(axis=1)
+
+    data.map(rows)
+    for r in np.flatnonzero(tied):                     # rare: recompute as metrics.ece sees softmax(z / t)
+        zr = np.asarray(data.z[r], dtype=np.float64)
+        for i, t in enumerate(grid):
+            p = softmax(zr / t)
+            j = int(p.argmax())
+            conf[i, r], correct[i, r] = p[j], j == data.y[r]
+    return np.array([metrics.top_label_ece(conf[i], correct[i], n_bins=n_bins, check=False)
+                     for i in range(len(grid))])
+
+
+
+def fit_temperature_grid(logits, labels, grid=None, score=None, n_bins: int = 15) -> tuple[float, np.ndarray]:
+    """The grid temperature with the lowest ``score(probs, labels)`` (first one on ties) and all scores.
+
+    With the defaults this is Mukhoti et al. (2020)'s protocol (official code): T = 0.1, 0.2, ..., 10.0,
+    scored by ``n_bins``-bin (15) equal-width ECE on the validation set, computed from the logits in row blocks
+    without forming (N, K) probabilities. A custom ``score`` gets the probabilities ``softmax(logits / T)`` of
+    each grid point.
+    """
+    grid = MUKHOTI_GRID if grid is None else as_grid(grid, "grid")
+    n_bins = check_int(n_bins, "n_bins")
+    data = _RowBlocks(logits, labels)
+    if score is None:
+        scores = _grid_ece_scores(data, grid, n_bins)
+    else:
+        z = np.asarray(data.z, dtype=np.float64)
+        scores = np.array([score(softmax(z / t, axis=1), data.y) for t in grid])
+    return float(grid[int(np.argmin(scores))]), scores
+
+
+
+class TemperatureScaling(Estimator):
+    """Temperature scaling: ``softmax(z / T)`` with one scalar T fitted on validation logits (Guo et al. 2017).
+
+    Parameters
+    ----------
+    objective : {"nll", "ece", "sb-ece"}
+        "nll": T minimises the validation NLL, found exactly (:func:`fit_temperature_nll`).
+        "ece": Mukhoti et al. (2020)'s protocol, the grid T = 0.1, 0.2, ..., 10.0 scored by validation ECE
+        with ``n_bins`` equal-width bins (their published "(T)" columns use it). It is also a form of the
+        search over T for hard-binned ECE that Karandikar et al. (2021), App. C, propose (TS-HB-ECE).
+        "sb-ece": TS-SB-ECE of Karandikar et al. (2021), Secs. 4.1 and 5.2: T minimises the soft-binned ECE
+        of the validation set by gradient descent (:func:`fit_temperature_sb_ece`).
+    n_bins : int
+        Bins of the ECE and SB-ECE objectives.
+    grid : array-like, optional
+        Temperatures searched by the "ece" objective (default :data:`MUKHOTI_GRID`).
+    sb_temperature : float
+        Soft-binning temperature of the "sb-ece" objective (not the fitted T).
+    sb_norm : {"l1", "l2"}
+        p of the SB-ECE objective (the paper evaluates with l2).
+    sb_estimator : {"bin", "label"}
+        SB-ECE_bin (Eq. 11) or SB-ECE_lb (Eq. 12). The paper does not say which one TS-SB-ECE uses.
+
+    Attributes
+    ----------
+    temperature_ : float
+        The fitted T (> 1 softens over-confident logits).
+    grid_scores_ : ndarray or None
+        For the grid objective, the validation score at each grid temperature.
+    at_edge_ : {"low", "high"} or None
+        For the grid objective, whether the best temperature is at or near the grid's smallest ("low") or largest
+        ("high") end (within :data:`~calib.posthoc.grid.EDGE_SHARE` of its points, or matched there within the
+        ECE's sampling noise 1 / (2 sqrt(N))): the optimum may then lie outside the grid, and :meth:`fit` warns
+        (:class:`~calib.posthoc.grid.GridEdgeWarning`) with a grid to try instead.
+    optimizer_result_ : scipy.optimize.OptimizeResult or None
+        For "sb-ece", the optimiser's report (``fun`` is the validation SB-ECE at the fitted T).
+    """
+
+    OBJECTIVES = ("nll", "ece", "sb-ece")
+
+    def __init__(self, objective: str = "nll", n_bins: int = 15, grid=None, sb_temperature: float = 0.01,
+                 sb_norm: str = "l2", sb_estimator: str = "bin"):
+        self.objective = objective
+        self.n_bins = n_bins
+        self.grid = grid
+        self.sb_temperature = sb_temperature
+        self.sb_norm = sb_norm
+        self.sb_estimator = sb_estimator
+
+    temperature = deprecated_alias("temperature", "temperature_")
+    grid_scores = deprecated_alias("grid_scores", "grid_scores_")
+    at_edge = deprecated_alias("at_edge", "at_edge_")
+    optimizer_result = deprecated_alias("optimizer_result", "optimizer_result_")
+
+    def fit(self, logits, labels) -> "TemperatureScaling":
+        """Fit T on validation logits (N, K) and integer labels (N,) by ``objective``; returns self."""
+        objective = check_choice(self.objective, "objective", self.OBJECTIVES)
+        n_bins = check_int(self.n_bins, "n_bins")
+        grid = MUKHOTI_GRID if self.grid is None else as_grid(self.grid, "grid")
+        sb_temperature = check_positive(self.sb_temperature, "sb_temperature")
+        check_choice(self.sb_norm, "sb_norm", ("l1", "l2"))
+        check_choice(self.sb_estimator, "sb_estimator", ("bin", "label"))
+        self.grid_scores_, self.at_edge_, self.optimizer_result_ = None, None, None
+        if objective == "sb-ece":
+            self.temperature_, self.optimizer_result_ = fit_temperature_sb_ece(
+                logits, labels, n_bins=n_bins, sb_temperature=sb_temperature, norm=self.sb_norm,
+                estimator=self.sb_estimator)
+            return self
+        data = _RowBlocks(logits, labels)
+        if objective == "nll":
+            self.temperature_ = _fit_temperature_nll(data)
+            return self
+        self.grid_scores_ = _grid_ece_scores(data, grid, n_bins)
+        self.temperature_ = float(grid[int(np.argmin(self.grid_scores_))])
+
+        def widen(edge):
+            lo, hi = (self.temperature_ / 100, float(grid.max())) if edge == "low" else (float(grid.min()),
+                                                                                           self.temperature_ * 100)
+            return (f"TemperatureScaling('ece', grid=np.geomspace({lo:.3g}, {hi:.3g}, 200)), or compare with the "
+                    f"NLL fit (objective='nll'), which has no grid")
+
+        self.at_edge_ = grid_edge(grid, self.grid_scores_, sampling_noise(data.n), widen)
+        return self
+
+    def _check_fitted(self) -> float:
+        if not hasattr(self, "temperature_"):
+            raise ValueError("this TemperatureScaling is not fitted yet; call fit(logits, labels) first.")
+        return self.temperature_
+
+    def predict_logits(self, logits):
+        """The scaled logits ``z / T`` (a float64 ndarray, or a tensor for a tensor: see the module's policy)."""
+        t = self._check_fitted()
+        if is_tensor(logits):
+            return checked_tensor(logits) / t
+        return as_scores(logits, "logits", kind="logits") / t
+
+    def predict_proba(self, logits):
+        """The calibrated probabilities ``softmax(z / T)``: float64 for a numpy input, a tensor of the input's
+        dtype and device for a tensor (module docstring)."""
+        t = self._check_fitted()
+        if is_tensor(logits):
+            import torch
+
+            z = checked_tensor(logits)
+            low = z.dtype in (torch.float16, torch.bfloat16)
+            out = torch.softmax((z.float() if low else z) / t, dim=1)
+            return out.to(z.dtype) if low else out
+        return softmax(as_scores(logits, "logits", kind="logits") / t, axis=1)
+
+
+def fit_temperature_sb_ece(logits, labels, n_bins: int = 15, sb_temperature: float = 0.01, norm: str = "l2",
+                           estimator: str = "bin", start: float | None = None, max_iter: int = 200):
+    r"""TS-SB-ECE: the temperature minimising the soft-binned ECE of ``softmax(logits / T)``.
+
+    Karandikar et al. (2021), Sec. 4.1 (end) and Sec. 5.2: temperature scaling with the SB-ECE objective
+    (:func:`calib.losses.batch.soft_binned_ece_loss`: M = ``n_bins``, soft-binning temperature ``sb_temperature``,
+    ``norm``, ``estimator``) instead of the NLL. The paper trains T "by gradient descent for a small constant
+    number of epochs" and states neither the SB-ECE variant nor the optimiser; the book's choice is
+    deterministic and full-batch:
+
+    - the variable is u = log T (so T stays positive), bounded to log ``T_RANGE``;
+    - the optimiser is L-BFGS-B (scipy) with the exact gradient dSB-ECE/du from torch autograd in float64;
+    - it starts from the NLL temperature (:func:`fit_temperature_nll`; from T = 1 when that has no finite
+      optimum) or from ``start``;
+    - it stops when the projected gradient is below 1e-10, the relative decrease of the objective in an
+      iteration is below 1e-14, or after ``max_iter`` iterations.
+
+    SB-ECE is not convex in T, so the result is the local minimiser reached from the start. The
+    correctness a_i does not depend on T (the argmax is unchanged), so the objective is smooth in u.
+
+    Returns
+    -------
+    temperature : float
+    result : scipy.optimize.OptimizeResult
+        ``fun``: the validation SB-ECE at the fitted temperature; ``nit``, ``message``, ``success``.
+    """
+    import torch
+    from scipy.optimize import minimize
+
+    from calib.losses import soft_binned_ece_loss
+
+    z, y = as_logits_labels(logits, labels)
+    n_bins = check_int(n_bins, "n_bins")
+    sb_temperature = check_positive(sb_temperature, "sb_temperature")
+    check_choice(norm, "norm", ("l1", "l2"))
+    check_choice(estimator, "estimator", ("bin", "label"))
+    max_iter = check_int(max_iter, "max_iter")
+    if start is None:
+        try:
+            start = fit_temperature_nll(z, y)
+        except ValueError:
+            start = 1.0
+    u0 = np.log(check_positive(start, "start"))
+    zt = torch.as_tensor(z, dtype=torch.float64)
+    yt = torch.as_tensor(y, dtype=torch.long)
+
+    def objective(u):
+        ut = torch.tensor(float(u[0]), dtype=torch.float64, requires_grad=True)
+        value = soft_binned_ece_loss(zt * torch.exp(-ut), yt, n_bins=n_bins, temperature=sb_temperature, norm=norm,
+                                estimator=estimator)
+        (grad,) = torch.autograd.grad(value, ut)
+        return value.item(), np.array([grad.item()])
+
+    bounds = [(np.log(T_RANGE[0]), np.log(T_RANGE[1]))]
+    result = minimize(objective, np.array([u0]), jac=True, method="L-BFGS-B", bounds=bounds,
+                      options={"maxiter": max_iter, "gtol": 1e-10, "ftol": 1e-14})
+    return float(np.exp(result.x[0])), result

@@ -1,0 +1,593 @@
+"""The papers' result tables as data: ``book/data/published/<paper>.csv`` (one row per printed number, exactly
+as printed) and ``<paper>.tables.csv`` (each table's printed shape), read, checked and put in the long format of
+chapter 10's results (:func:`~calib.published.published_rows`), so that a paper's table and a rerun compare with one
+function.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["PUBLISHED_COLUMNS", "PUBLISHED_TABLE_COLUMNS", "STAGE_MAPS", "published_dir", "read_published",
+           "read_published_tables", "published_rows"]
+
+#: Columns of ``book/data/published/<paper>.csv``, one row per printed number (ARCHITECTURE.md, "Stored
+#: data"). ``value``, ``temperature`` and ``std`` are the printed text; ``bold`` and ``unreadable`` are
+#: ``true``/``false``; an unreadable cell (garbled in the paper's text) has an empty value and a note.
+PUBLISHED_COLUMNS = ("paper", "table", "dataset", "model", "method", "metric", "stage", "value", "temperature",
+                     "std", "bold", "unreadable", "note")
+#: Columns of ``<paper>.tables.csv``, one row per table with its printed shape.
+PUBLISHED_TABLE_COLUMNS = ("paper", "table", "caption", "section", "n_rows", "n_cols", "n_cells", "garbled",
+                           "comment")
+#: The printed stage labels and the post-hoc map of :data:`calib.experiments.POSTHOC_MAPS` (or other label)
+#: each stands for.
+#:
+#: :meta hide-value:
+STAGE_MAPS = {"pre-T": "none", "post-T": "ts", "": "none", "original": "none", "TS": "ts", "FTS": "fts",
+              "TS-SB-ECE": "ts-sb-ece", "Dirichlet": "dirichlet", "MetaMis": "meta-mis", "MetaAcc": "meta-acc"}
+
+
+def published_dir(root=None) -> Path:
+    """``book/data/published`` of the repository ``root`` (default: the checkout this calib is imported from)."""
+    root = Path(__file__).resolve().parent.parent if root is None else Path(root)
+    return root / "book" / "data" / "published"
+
+
+def _read_csv(path: Path, columns: tuple) -> list:
+    import csv
+
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist.")
+    with path.open(newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        if tuple(reader.fieldnames or ()) != columns:
+            raise ValueError(f"{path}: columns {reader.fieldnames} are not {list(columns)}.")
+        return list(reader)
+
+
+def _flag(text: str, path: Path, column: str) -> bool:
+    if text not in ("true", "false"):
+        raise ValueError(f"{path}: column {column!r} holds {text!r}; write true or false.")
+    return text == "true"
+
+
+def _number(text: str):
+    return float(text) if text.strip() else None
+
+
+def read_published(paper: str, root=None) -> list:
+    """The printed numbers of ``paper``'s result tables (``book/data/published/<paper>.csv``), one dict per
+    number with the printed text kept (``value_text``) and parsed (``value``, ``temperature``, ``std``: floats
+    or None; ``bold``, ``unreadable``: bools). Raises ValueError, naming the file and row, for a malformed file."""
+    path = published_dir(root) / f"{paper}.csv"
+    rows = []
+    for i, raw in enumerate(_read_csv(path, PUBLISHED_COLUMNS), start=2):
+        try:
+            row = dict(raw, value_text=raw["value"], bold=_flag(raw["bold"], path, "bold"),
+                       unreadable=_flag(raw["unreadable"], path, "unreadable"))
+            row["value"] = _number(raw["value"])
+            row["temperature"], row["std"] = _number(raw["temperature"]), _number(raw["std"])
+        except ValueError as exc:
+            raise ValueError(f"{path}, line {i}: {exc}") from None
+        if row["paper"] != paper:
+            raise ValueError(f"{path}, line {i}: paper {row['paper']!r} in the file of {paper!r}.")
+        if (row["value"] is None) != row["unreadable"]:
+            raise ValueError(f"{path}, line {i}: a readable cell needs a value and an unreadable one none.")
+        rows.append(row)
+    return rows
+
+
+def read_published_tables(paper: str, root=None) -> list:
+    """The tables of ``paper`` with their printed shapes (``<paper>.tables.csv``); counts are ints."""
+    path = published_dir(root) / f"{paper}.tables.csv"
+    out = []
+    for raw in _read_csv(path, PUBLISHED_TABLE_COLUMNS):
+        out.append(dict(raw, n_rows=int(raw["n_rows"]), n_cols=int(raw["n_cols"]), n_cells=int(raw["n_cells"]),
+                        garbled=_flag(raw["garbled"], path, "garbled")))
+    return out
+
+
+def published_rows(paper: str, root=None) -> list:
+    """``paper``'s readable printed numbers in the long format of :func:`calib.experiments.evaluate_run` (``model``,
+    ``loss``, ``seed``, ``map``, ``metric``, ``value``, ``temperature``), with ``source``, ``paper``, ``table`` and
+    ``dataset`` added. ``loss`` and ``metric`` are the printed labels and ``map`` the post-hoc map the printed
+    stage stands for (:data:`STAGE_MAPS`); ``seed`` is None (the papers print means)."""
+    return [{"source": "published", "paper": paper, "table": r["table"], "dataset": r["dataset"], "model": r["model"],
+             "loss": r["method"], "seed": None, "map": STAGE_MAPS.get(r["stage"], r["stage"]), "metric": r["metric"],
+             "value": r["value"], "temperature": r["temperature"], "std": r["std"], "gamma": None}
+            for r in read_published(paper, root) if not r["unreadable"]]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Analysis of the printed tables (chapter 11): layout, consistency checks, recounts, rank agreement.
+# ---------------------------------------------------------------------------------------------------------------
+
+__all__ += ["label_key", "printed_unit", "agree_as_printed", "cell_text", "paper_layout", "select",
+            "paired_cells", "temperature_lookup", "pre_post_pairs", "printed_row_values", "coinciding_rows",
+            "Recount", "recount", "kendall_by_seed", "same_direction", "REPRODUCTION_STATUS", "reproduction_rows"]
+
+
+def label_key(text) -> str:
+    """A printed label reduced to what identifies it across tables and papers: lower case, "(Ours)" dropped,
+    only letters and digits kept. "Tiny-ImageNet", "Tiny Imagenet" and "TinyImageNet" give ``"tinyimagenet"``;
+    "FLSD-53 (Ours)" and "FLSD-53" give ``"flsd53"``; "CIFAR10" and "CIFAR-10" give ``"cifar10"``."""
+    import re
+
+    text = re.sub(r"\(ours\)", "", str(text), flags=re.IGNORECASE)
+    return re.sub(r"[^0-9a-z]", "", text.lower())
+
+
+def printed_unit(text: str) -> float:
+    """One unit of the last printed digit of a number printed as ``text``: ``"4.39"`` -> 0.01, ``"4.5"`` ->
+    0.1, ``"78"`` -> 1, ``"2."`` -> 1 (a number printed with a bare point, as Mukhoti et al.'s Table 5 prints
+    "2.(1.1)", carries no decimal)."""
+    text = str(text).strip()
+    if not text:
+        raise ValueError("printed_unit needs a printed number; got an empty string.")
+    float(text)                                                   # raises ValueError on a non-number
+    decimals = len(text.split(".", 1)[1]) if "." in text else 0
+    return 10.0 ** (-decimals)
+
+
+def agree_as_printed(a_text: str, b_text: str, transform=None) -> bool:
+    """Whether two printed numbers can be the same quantity rounded: ``|a - b|`` is at most half a unit of the
+    coarser one's last digit (``"4.39"`` and ``"4.4"`` agree; ``"4.39"`` and ``"4.5"`` do not). ``transform`` is
+    applied to ``b`` first (e.g. ``lambda v: 100 - v`` to compare an error with a top-1 accuracy)."""
+    a, b = float(a_text), float(b_text)
+    if transform is not None:
+        b = transform(b)
+    half = max(printed_unit(a_text), printed_unit(b_text)) / 2
+    return abs(a - b) <= half * (1 + 1e-9)
+
+
+def cell_text(row: dict, temperature: bool = True, std: bool = True) -> str:
+    """A printed cell as the paper prints it: the value, ``± std`` and ``(T)`` where printed, bold as
+    ``**...**``, and ``?`` for a cell the extraction garbled."""
+    if row["unreadable"]:
+        return "?"
+    text = row["value_text"]
+    if std and row.get("std") is not None:
+        text += f" ± {row['std']:g}"
+    if temperature and row.get("temperature") is not None:
+        text += f" ({row['temperature']:g})"
+    return f"**{text}**" if row.get("bold") else text
+
+
+def select(rows, **where) -> list:
+    """The rows whose fields equal ``where`` (a tuple or set value: any of them), e.g.
+    ``select(rows, table="Table 1", stage=("pre-T", "post-T"))``."""
+    def ok(r, k, v):
+        return r[k] in v if isinstance(v, (tuple, list, set, frozenset)) else r[k] == v
+    return [r for r in rows if all(ok(r, k, v) for k, v in where.items())]
+
+
+def paper_layout(rows, row_by=("dataset", "model"), col_by=("method", "stage"), temperature=True, std=True):
+    """A printed table put back in the paper's layout: one line per distinct ``row_by`` label and one column
+    per distinct ``col_by`` label, both in printed order (the order of the CSV), each cell :func:`cell_text`.
+
+    Returns ``(header, body)`` for the book's ``calib_book.notebook.markdown_table``. Label fields that are empty in every row
+    (e.g. the model of Komisarenko & Kull's Table 1, which prints none) get no column. Raises ValueError when
+    two printed numbers fall in the same cell (``row_by``/``col_by`` do not identify a cell)."""
+    rows = list(rows)
+    if not rows:
+        raise ValueError("paper_layout needs at least one printed number.")
+    row_by = [k for k in row_by if any(r[k] for r in rows)]
+    lines, cols, cells = {}, {}, {}
+    for r in rows:
+        lk, ck = tuple(r[k] for k in row_by), tuple(r[k] for k in col_by)
+        lines.setdefault(lk, None)
+        cols.setdefault(ck, None)
+        if (lk, ck) in cells:
+            raise ValueError(f"two printed numbers in the cell {lk} x {ck}; add a field to row_by or col_by.")
+        cells[lk, ck] = cell_text(r, temperature, std)
+    header = list(row_by) + [" ".join(x for x in ck if x) for ck in cols]
+    body = [list(lk) + [cells.get((lk, ck), "") for ck in cols] for lk in lines]
+    return header, body
+
+
+def _field(row: dict, key: str):
+    """A row's field; ``"map"`` is the post-hoc map its printed stage stands for (:data:`STAGE_MAPS`), so that
+    "pre-T", "original" and an empty stage meet."""
+    if key == "map" and "map" not in row:
+        return STAGE_MAPS.get(row["stage"], row["stage"])
+    return row[key]
+
+
+def paired_cells(rows_a, rows_b, keys=("dataset", "model", "method", "stage"), transform=None) -> list:
+    """The numbers printed in two places, matched on ``keys`` (labels compared by :func:`label_key`, so
+    "Tiny-ImageNet" meets "Tiny Imagenet"), each with whether they agree as printed (:func:`agree_as_printed`,
+    ``transform`` applied to the second; the key ``"map"`` matches printed stages by :data:`STAGE_MAPS`). Used for Mukhoti et al. Tables 1 vs 5, 2 vs 6 (FLSD-53), 4 vs 7 and
+    4 vs 8 (error = 100 - top-1), Karandikar et al. Tables 1 vs 2, 4, 5, 6.
+
+    Returns a list of dicts ``key, a, b, a_text, b_text, a_temperature, b_temperature, agree,
+    temperature_agree`` (the last is None where either table prints no temperature); unreadable cells are
+    skipped, as are keys found in one table only."""
+    index = {}
+    for r in rows_b:
+        if not r["unreadable"]:
+            index.setdefault(tuple(label_key(_field(r, k)) for k in keys), r)
+    out = []
+    for a in rows_a:
+        if a["unreadable"]:
+            continue
+        b = index.get(tuple(label_key(_field(a, k)) for k in keys))
+        if b is None:
+            continue
+        ta, tb = a.get("temperature"), b.get("temperature")
+        out.append({"key": tuple(_field(a, k) for k in keys), "a": a["value"], "b": b["value"], "a_text": a["value_text"],
+                    "b_text": b["value_text"], "a_temperature": ta, "b_temperature": tb,
+                    "agree": agree_as_printed(a["value_text"], b["value_text"], transform),
+                    "temperature_agree": None if ta is None or tb is None else abs(ta - tb) < 1e-9})
+    return out
+
+
+def temperature_lookup(rows, keys=("dataset", "model", "method")) -> dict:
+    """The printed temperatures of ``rows`` (their post-T cells) keyed by the :func:`label_key` of ``keys``: the
+    temperatures of Mukhoti et al.'s ECE tables (1 and 5), which their NLL and MCE tables (9-12, "cross-validating
+    T on ECE") use without printing them."""
+    return {tuple(label_key(r[k]) for k in keys): r["temperature"] for r in rows if r.get("temperature") is not None}
+
+
+def pre_post_pairs(pre_rows, post_rows, keys=("dataset", "model", "method", "metric"), temperatures=None,
+                   temperature_keys=("dataset", "model", "method")) -> list:
+    """Each number printed before temperature scaling beside the same model's number after it, with the printed
+    temperature (from the post-T cell, or from ``temperatures`` (:func:`temperature_lookup`) for tables that do
+    not print it).
+
+    With T = 1 temperature scaling is the identity, so pre must equal post; with T != 1 it changes every
+    non-degenerate metric, so pre == post there is suspicious. A printed "1" or "1.0" may stand for any T that
+    rounds to it (0.95 to 1.05 for "1.0"), so pre != post at a printed T of 1 is no error.
+
+    Returns dicts ``key, pre, post, pre_text, post_text, temperature, equal`` (``temperature`` None where none
+    is known)."""
+    post = {tuple(label_key(r[k]) for k in keys): r for r in post_rows if not r["unreadable"]}
+    out = []
+    for a in pre_rows:
+        if a["unreadable"]:
+            continue
+        b = post.get(tuple(label_key(a[k]) for k in keys))
+        if b is None:
+            continue
+        t = b.get("temperature")
+        if t is None and temperatures is not None:
+            t = temperatures.get(tuple(label_key(a[k]) for k in temperature_keys))
+        out.append({"key": tuple(a[k] for k in keys), "pre": a["value"], "post": b["value"],
+                    "pre_text": a["value_text"], "post_text": b["value_text"], "temperature": t,
+                    "equal": a["value_text"] == b["value_text"] or a["value"] == b["value"]})
+    return out
+
+
+def printed_row_values(rows, row_by=("table", "dataset", "model")) -> dict:
+    """The printed rows of a paper: ``row_by`` label -> the tuple of its printed values in printed order
+    (temperatures and stds left out; an unreadable cell is None)."""
+    out = {}
+    for r in rows:
+        out.setdefault(tuple(r[k] for k in row_by), []).append(r["value"])
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def coinciding_rows(rows, row_by=("table", "dataset", "model"), min_cells=5) -> list:
+    """Every pair of printed rows, in any two tables of a paper or within one, whose printed values are identical
+    cell for cell (at least ``min_cells`` readable cells): a general search for pasted rows, such as Mukhoti et
+    al.'s Table 2 CIFAR-100/ResNet 50 row (AdaECE) equal to Table 1's (ECE), or Table 12's 20 Newsgroups row
+    (MCE post-T) equal to Table 11's (pre-T).
+
+    Two different models or metrics agreeing to every printed digit in ``min_cells`` cells is improbable by
+    chance; a hit is a candidate copy error to be judged (it is expected, e.g., where TS is the identity).
+    Returns ``(row_a, row_b, n_cells)`` triples, rows as ``row_by`` labels, in printed order."""
+    values = printed_row_values(rows, row_by)
+    groups = {}
+    for label, vals in values.items():
+        if sum(v is not None for v in vals) >= min_cells and None not in vals:
+            groups.setdefault(vals, []).append(label)
+    out = []
+    for vals, labels in groups.items():
+        for i in range(len(labels)):
+            for j in range(i + 1, len(labels)):
+                out.append((labels[i], labels[j], len(vals)))
+    order = list(values)
+    return sorted(out, key=lambda t: (order.index(t[0]), order.index(t[1])))
+
+
+from dataclasses import dataclass, field  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Recount:
+    """A paper's summary sentence recounted over the cells of its own table (:func:`recount`).
+
+    ``cells``: one dict per compared cell (``key``, ``ours``, ``best_other``, ``best_name``, ``margin`` = best
+    other minus ours when lower is better (positive: ours wins), ``std`` = the larger printed std of the two or
+    None). ``wins``/``losses``/``ties`` count margins > 0, < 0, = 0; ``beyond_std_wins``/``beyond_std_losses``
+    those whose ``|margin|`` exceeds the printed std (None where no std is printed); ``p_value``: the one-sided sign
+    test of ``wins`` among ``wins + losses`` against 1/2 (``scipy.stats.binomtest``, ties dropped)."""
+    cells: list = field(repr=False)
+    wins: int
+    losses: int
+    ties: int
+    beyond_std_wins: int | None
+    beyond_std_losses: int | None
+    p_value: float
+
+    @property
+    def n(self) -> int:
+        """The number of compared cells (wins, losses and ties)."""
+        return self.wins + self.losses + self.ties
+
+    def brief(self) -> str:
+        """One line for a claim's evidence: the counts, those beyond the printed std, and the sign test."""
+        text = f"{self.wins} of {self.n} cells better, {self.losses} worse, {self.ties} tied"
+        if self.beyond_std_wins is not None:
+            text += (f"; by more than the printed std: {self.beyond_std_wins} better, {self.beyond_std_losses} "
+                     "worse")
+        return text + f"; sign test p = {self.p_value:.2g}"
+
+
+def recount(rows, ours, others, field="method", cell_by=("table", "dataset", "model", "stage"),
+            lower_is_better=True) -> Recount:
+    """Recount a "``ours`` beats ``others``" sentence over a printed table: in each cell (the printed numbers
+    that share ``cell_by``), compare the entry whose ``field`` is ``ours`` with the best of those whose ``field`` is
+    in ``others`` (labels matched by :func:`label_key`).
+
+    Comparing with the best of the others is the statement "outperforms all the baselines" cell by cell; a
+    sign test of wins against 1/2 is then conservative (with k equally good competitors ours would be best with
+    probability 1/(k+1) < 1/2). Used for Mukhoti et al. Tables 1-2 (FLSD-53 vs CE, Brier, MMCE, LS), Komisarenko
+    & Kull Table 1 (FTS vs TS, ``field="stage"``), Karandikar et al. Table 2 (TS-SB-ECE vs TS) and Zhou et al.
+    Tables 1-2 (AU vs the other losses). Cells with no readable ``ours`` or no readable other are skipped."""
+    from scipy.stats import binomtest
+
+    ours_k, others_k = label_key(ours), {label_key(o) for o in others}
+    groups = {}
+    for r in rows:
+        if not r["unreadable"]:
+            groups.setdefault(tuple(r[k] for k in cell_by), []).append(r)
+    sign = 1.0 if lower_is_better else -1.0
+    cells = []
+    for key, group in groups.items():
+        mine = [r for r in group if label_key(r[field]) == ours_k]
+        rest = [r for r in group if label_key(r[field]) in others_k]
+        if not mine or not rest:
+            continue
+        if len(mine) > 1:
+            raise ValueError(f"cell {key} holds {len(mine)} entries for {ours!r}; add a field to cell_by.")
+        m = mine[0]
+        best = min(rest, key=lambda r: sign * r["value"])
+        stds = [s for s in (m.get("std"), best.get("std")) if s is not None]
+        cells.append({"key": key, "ours": m["value"], "best_other": best["value"], "best_name": best[field],
+                      "margin": round(sign * (best["value"] - m["value"]), 10),
+                      "std": max(stds) if len(stds) == 2 else None})
+    wins = sum(c["margin"] > 0 for c in cells)
+    losses = sum(c["margin"] < 0 for c in cells)
+    with_std = [c for c in cells if c["std"] is not None]
+    bw = sum(c["margin"] > c["std"] for c in with_std) if with_std else None
+    bl = sum(-c["margin"] > c["std"] for c in with_std) if with_std else None
+    p = binomtest(wins, wins + losses, 0.5, alternative="greater").pvalue if wins + losses else 1.0
+    return Recount(cells, wins, losses, len(cells) - wins - losses, bw, bl, float(p))
+
+
+def kendall_by_seed(paper_values: dict, our_values: dict) -> "np.ndarray":
+    """Kendall's tau between a paper's ordering of the losses and ours, one tau per seed of our runs.
+
+    ``paper_values``: loss -> the paper's printed value (one dataset/model row, e.g. Mukhoti et al. Table 1
+    ECE pre-T); ``our_values``: loss -> our per-seed values (same seeds, same order, for every loss). The losses
+    are those in both. Tau is ``scipy.stats.kendalltau`` (tau-b: ties count neither way); +1 is the same
+    order, -1 the reverse. Give the returned array to :func:`calib.stats.seed_interval` for an interval over
+    seeds. Raises ValueError with fewer than 3 shared losses."""
+    import numpy as np
+    from scipy.stats import kendalltau
+
+    shared = [loss for loss in paper_values if loss in our_values]
+    if len(shared) < 3:
+        raise ValueError(f"kendall_by_seed needs at least 3 losses in both; shared: {shared}.")
+    ours = np.array([np.asarray(our_values[loss], dtype=float) for loss in shared])     # losses x seeds
+    paper = np.array([paper_values[loss] for loss in shared], dtype=float)
+    return np.array([kendalltau(paper, ours[:, s]).statistic for s in range(ours.shape[1])])
+
+
+def same_direction(paper_change: dict, our_decisions: dict) -> list:
+    """Whether a post-hoc map moves the same losses the same way in a paper and in our runs.
+
+    ``paper_change``: loss -> the printed change (post minus pre; negative: the map lowers the metric);
+    ``our_decisions``: loss -> :class:`calib.stats.Decision` of "our change is below 0" (``direction="less"``).
+    Per shared loss: ``paper`` ("lowers", "raises", "unchanged"), ``ours`` (the decision's verdict) and ``agree``:
+    True when both lower it (ours *holds*), or the paper's does not and ours is *not-reproduced*; None where ours
+    is *inconclusive*; False otherwise."""
+    out = []
+    for loss, change in paper_change.items():
+        if loss not in our_decisions:
+            continue
+        d = our_decisions[loss]
+        paper = "lowers" if change < 0 else ("raises" if change > 0 else "unchanged")
+        if d.verdict == "inconclusive":
+            agree = None
+        else:
+            agree = (paper == "lowers") == (d.verdict == "holds")
+        out.append({"loss": loss, "paper": paper, "change": change, "ours": d.verdict, "interval": d.interval,
+                    "agree": agree})
+    return out
+
+
+#: How a decided check of a printed table reads in the reproduction summary (None when nothing decided it).
+REPRODUCTION_STATUS = {"holds": "reproduced in direction", "not-reproduced": "not reproduced",
+                       "inconclusive": "inconclusive", None: "untested"}
+
+
+def reproduction_rows(tables, tests: dict, covered: dict, scale: str, command: str) -> list:
+    """The reproduction summary: one line per empirical table (``n_cells > 0``) of :func:`read_published_tables`.
+
+    ``tests``: ``(paper, table)`` -> ``(what we compared, verdict)`` with the verdict of :mod:`calib.stats`
+    (``holds``/``not-reproduced``/``inconclusive``) or None; ``covered``: ``(paper, table)`` -> whether the GPU
+    grid (``command``) would rerun its setting. Returns lines ``[paper, table, caption (first sentence), what,
+    status, scale, command]`` where status is :data:`REPRODUCTION_STATUS` of the verdict, scale is ``scale`` for a
+    tested table, and command is ``command`` for a covered table, else "no grid here covers it"."""
+    out = []
+    for t in tables:
+        if t["n_cells"] == 0:
+            continue
+        key = (t["paper"], t["table"])
+        what, verdict = tests.get(key, ("", None))
+        if verdict not in REPRODUCTION_STATUS:
+            raise ValueError(f"{key}: verdict {verdict!r} is none of {list(REPRODUCTION_STATUS)}.")
+        caption = t["caption"].split(". ")[0].rstrip(".")
+        out.append([t["paper"], t["table"], caption, what or "–", REPRODUCTION_STATUS[verdict],
+                    scale if verdict is not None else "–",
+                    command if covered.get(key) else "no grid here covers it"])
+    return out
+
+
+#: Printed loss labels of the same training loss in different papers (by :func:`label_key`) -> one name, the
+#: chapter 10 label. Zhou et al.'s "FL-53" is FLSD-53 (their App. E.1), "XE" is cross-entropy.
+#:
+#: :meta hide-value:
+LOSS_ALIASES = {"crossentropy": "ce", "xe": "ce", "nll": "ce", "brierloss": "brier", "mmce": "mmce",
+                "ls005": "ls-0.05", "fl1": "fl-1", "fl3": "fl-3", "flsd53": "flsd-53", "fl53": "flsd-53",
+                "focaltr1": "fl-1", "focaltr3": "fl-3", "focaltr7": "fl-7", "invfl": "inverse", "dual": "dual",
+                "aupx": "aurc", "aurc": "aurc-plain", "flsc531": "flsc-531", "adafocal": "adafocal",
+                "fl2": "fl-2", "nllmmce": "mmce", "nllsbece": "ce+sb-ece", "nllsavuc": "ce+s-avuc"}
+__all__ += ["LOSS_ALIASES", "canonical_loss", "setting_values", "grid_label"]
+
+
+def canonical_loss(label: str) -> str:
+    """The chapter-10 name of a printed loss label (:data:`LOSS_ALIASES`), or its :func:`label_key` if unknown:
+    "Cross-Entropy", "CROSS-ENTROPY" and "XE" give ``"ce"``; "FLSD-53 (Ours)" and "FL-53" give ``"flsd-53"``; Zhou et al.'s
+    "AU_{P_{X_τ}}" gives ``"aurc"`` (chapter 10's AU loss) and their plain "AURC" baseline ``"aurc-plain"``."""
+    key = label_key(label)
+    return LOSS_ALIASES.get(key, key)
+
+
+def setting_values(rows, model=None, transform=None) -> dict:
+    """A paper's printed numbers keyed by setting: ``(dataset, model, loss)`` with dataset and model by
+    :func:`label_key` and loss by :func:`canonical_loss`, so that different papers' rows meet. ``model`` fills an
+    empty printed model (Komisarenko & Kull print none: ResNet-50, their Sec. 5.1); ``transform`` maps the value
+    (``lambda v: 100 - v`` turns Mukhoti et al.'s Table 4 error into accuracy). Values are ``(value, std)``."""
+    out = {}
+    for r in rows:
+        if r["unreadable"]:
+            continue
+        key = (label_key(r["dataset"]), label_key(r["model"] or (model or "")), canonical_loss(r["method"]))
+        if key in out:
+            raise ValueError(f"two printed numbers for the setting {key}; select one metric and stage first.")
+        v = r["value"] if transform is None else transform(r["value"])
+        out[key] = (v, r["std"])
+    return out
+
+
+def grid_label(loss: str, labels) -> str | None:
+    """The label of a benchmark grid (chapter 10) that trains ``loss`` (a :func:`canonical_loss` name): the label
+    itself, or the one label that adds a parameter to it (``"mmce"`` -> ``"mmce-0.25"``, ``"inverse"`` ->
+    ``"inverse-fl-1"``); None if the grid has none or several."""
+    labels = list(labels)
+    if loss in labels:
+        return loss
+    cands = [x for x in labels if x.startswith(loss + "-") and x != loss + "-detach"]
+    return cands[0] if len(cands) == 1 else None
+
+
+__all__ += ["paper_losses", "majority_verdict"]
+
+
+def paper_losses(rows, labels, dataset: str, model: str, default_model: str | None = None) -> dict:
+    """One printed row of a paper's table as ``{grid label: printed value}`` for the losses a benchmark grid
+    (``labels``, chapter 10) also trains: rows of ``dataset``/``model`` (by :func:`label_key`; ``default_model``
+    stands for an empty printed model), losses by :func:`canonical_loss` and :func:`grid_label`. Select one metric
+    and stage first; raises ValueError if two printed numbers map to one label."""
+    out = {}
+    for r in rows:
+        if r["unreadable"] or label_key(r["dataset"]) != label_key(dataset):
+            continue
+        if label_key(r["model"] or (default_model or "")) != label_key(model):
+            continue
+        lab = grid_label(canonical_loss(r["method"]), labels)
+        if lab is None:
+            continue
+        if lab in out:
+            raise ValueError(f"two printed numbers for {lab!r}; select one metric and stage first.")
+        out[lab] = r["value"]
+    return out
+
+
+def majority_verdict(decisions) -> str:
+    """The verdict of a "in most cases" statement from its parts (:class:`calib.stats.Decision`): *holds* when
+    more than half hold, *not-reproduced* when more than half are not reproduced, else *inconclusive*. (A
+    statement that needs every part uses :func:`calib.stats.combine`.)"""
+    verdicts = [d.verdict for d in decisions]
+    if not verdicts:
+        raise ValueError("decisions is empty.")
+    if sum(v == "holds" for v in verdicts) * 2 > len(verdicts):
+        return "holds"
+    if sum(v == "not-reproduced" for v in verdicts) * 2 > len(verdicts):
+        return "not-reproduced"
+    return "inconclusive"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Zhou et al. (2025)'s tables as arrays (chapter 09), read from book/data/published/zhou2025.csv.
+# ---------------------------------------------------------------------------------------------------------------
+
+__all__ += ["ZHOU2025_ROWS", "ZHOU2025_METHODS", "ZHOU2025_NU", "zhou2025_tables"]
+
+#: The rows of Zhou et al. (2025)'s tables (dataset / model), in the printed order.
+ZHOU2025_ROWS = ("CIFAR-10/ResNet50", "CIFAR-10/ResNet110", "CIFAR-10/WRN", "CIFAR-10/PreResNet56",
+                 "CIFAR-100/ResNet50", "CIFAR-100/ResNet110", "CIFAR-100/WRN", "CIFAR-100/PreResNet56",
+                 "Tiny-ImageNet/ViT-Small", "Tiny-ImageNet/Swin-Tiny")
+#: The columns (methods), in the printed order; ``"AU"`` is the paper's AU_{P_{X_tau}} loss.
+ZHOU2025_METHODS = ("XE", "FL-53", "Inv.FL", "Dual", "KDE-XE", "AURC", "AU")
+#: nu of the AU loss for each row of :data:`ZHOU2025_ROWS` (App. E.2's text, not a table, so not in the CSV).
+ZHOU2025_NU = (0.1, 0.1, 0.1, 0.1, 0.01, 0.01, 0.1, 0.01, 0.05, 0.1)
+
+#: Each (10, 7) array of :func:`zhou2025_tables`: (table, metric, stage, the column of the CSV it takes).
+_ZHOU2025_GRIDS = {
+    "acc": ("Table 1", "Accuracy", "", "value"), "ece": ("Table 1", "ECE", "", "value"),
+    "cwece": ("Table 2", "cwECE", "pre-T", "value"), "cwece_ts": ("Table 2", "cwECE", "post-T", "value"),
+    "T": ("Table 2", "cwECE", "post-T", "temperature"),
+    "ecea": ("App. Table 4", "ECEa", "pre-T", "value"), "ecea_acc": ("App. Table 4", "Accuracy", "pre-T", "value"),
+    "ecea_ts": ("App. Table 4", "ECEa", "post-T", "value"),
+    "ecea_ts_acc": ("App. Table 4", "Accuracy", "post-T", "value"),
+    "ecea_T": ("App. Table 4", "ECEa", "post-T", "temperature"),
+    "metamis": ("App. Table 4", "ECEa", "MetaMis", "value"),
+    "metamis_acc": ("App. Table 4", "Accuracy", "MetaMis", "value"),
+    "metaacc": ("App. Table 4", "ECEa", "MetaAcc", "value"),
+    "metaacc_acc": ("App. Table 4", "Accuracy", "MetaAcc", "value"),
+}
+#: Each (10,) array: (table, method, metric).
+_ZHOU2025_ROWS_OF = {"gamma_dual": ("App. Table 2", "Dual", "γ"), "gamma_ifl": ("App. Table 2", "Inv. FL", "γ"),
+                     "kappa": ("App. Table 3", "AU_{P_{X_τ}}", "low confidence coverage")}
+
+
+def zhou2025_tables(root=None) -> dict:
+    """Zhou et al. (2025)'s result tables as read-only numpy arrays: rows :data:`ZHOU2025_ROWS`, columns
+    :data:`ZHOU2025_METHODS`; calibration errors x 100 and accuracies in %, as printed.
+
+    Keys (shape (10, 7)): Table 1 ``acc``, ``ece``; Table 2 ``cwece``, ``cwece_ts``, ``T`` (the temperatures);
+    App. Table 4 ``ecea``, ``ecea_acc``, ``ecea_ts``, ``ecea_ts_acc``, ``ecea_T``, ``metamis``, ``metamis_acc``,
+    ``metaacc``, ``metaacc_acc``. Keys (shape (10,)): App. Table 2 ``gamma_dual``, ``gamma_ifl``, App. Table 3
+    ``kappa``, and App. E.2's ``nu`` (:data:`ZHOU2025_NU`). Read from ``book/data/published/zhou2025.csv``
+    (:func:`read_published`); a cell missing or given twice there is a ValueError naming the file.
+    """
+    import numpy as np
+
+    path = published_dir(root) / "zhou2025.csv"
+    row_of = {label_key(r): i for i, r in enumerate(ZHOU2025_ROWS)}
+    col_of = {label_key(m): j for j, m in enumerate(ZHOU2025_METHODS)} | {label_key("AU_{P_{X_τ}}"): 6}
+    out = {key: np.full((len(ZHOU2025_ROWS), len(ZHOU2025_METHODS)), np.nan) for key in _ZHOU2025_GRIDS}
+    out |= {key: np.full(len(ZHOU2025_ROWS), np.nan) for key in _ZHOU2025_ROWS_OF}
+    filled = set()
+    for r in read_published("zhou2025", root):
+        i = row_of[label_key(f"{r['dataset']}/{r['model']}")]
+        where = [(key, (i, col_of[label_key(r["method"])]), field)
+                 for key, (table, metric, stage, field) in _ZHOU2025_GRIDS.items()
+                 if (r["table"], r["metric"], r["stage"]) == (table, metric, stage)]
+        where += [(key, (i,), "value") for key, spec in _ZHOU2025_ROWS_OF.items()
+                  if (r["table"], r["method"], r["metric"]) == spec]
+        for key, cell, field in where:
+            if (key, cell) in filled:
+                raise ValueError(f"{path}: {key} {ZHOU2025_ROWS[i]} is given twice; keep one row per printed cell.")
+            filled.add((key, cell))
+            out[key][cell] = r[field]
+    for key, values in out.items():
+        if np.isnan(values).any():
+            raise ValueError(f"{path}: {key} lacks {int(np.isnan(values).sum())} cell(s); restore the file from git.")
+    out["nu"] = np.array(ZHOU2025_NU)
+    for values in out.values():
+        values.flags.writeable = False
+    return out

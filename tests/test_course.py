@@ -1,0 +1,252 @@
+"""The course edition (``make course``, calib_book.course): otter-grader's points for planted submissions, the public
+tests' verdicts (a right answer is never rejected for rounding), the leak scan of every student file and of the
+wheel with a control, and the book locator (calib_book.paths) from a student's folder."""
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+import sympy
+
+from calib_book import course, course_check, leaks, paths
+from calib_book.answers import Expected
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Numbers the chapters or the stored runs print that are expected values (issue 27, item 2: exercises that answer
+#: themselves; the exercises' authors change their data). The leak test fails on any other hit, and on a new one.
+KNOWN_SELF_ANSWERS = {
+    ("ch06-ex-float32 d_zero", "08-soft-calibration-objectives.ipynb"),
+    ("ch06-ex-thresholds tau_oc", "06-focal-loss-is-not-proper.ipynb"),
+    ("ch06-ex-thresholds tau_uc", "06-focal-loss-is-not-proper.ipynb"),
+    ("ex-flsd532 intervals", "06-focal-loss-is-not-proper.ipynb"),
+    ("ex-g-gamma-one argmax", "06-focal-loss-is-not-proper.ipynb"),
+    ("ex-g-gamma-one threshold", "06-focal-loss-is-not-proper.ipynb"),
+    ("ch07-ex-stored-focal ece", "posthoc.json"),
+    ("ch07-ex-stored-focal nll", "posthoc.json"),
+    ("ch07-ex-stored-focal ece", "history.json"),
+    ("ch07-ex-stored-focal nll", "history.json"),
+}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    return course.build_course(ROOT, out=tmp_path_factory.mktemp("course") / "course")
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(folder),
+                    str(ROOT)], check=True, capture_output=True)
+    return next(folder.glob("calib-*.whl"))
+
+
+def _part(value, rtol=1e-6, atol=1e-12):
+    return course.KeyPart("00-x", "ex-x", "answer", Expected(lambda: value, rtol=rtol, atol=atol), value)
+
+
+# --- the public test's verdict -----------------------------------------------------------------------------------
+
+def test_public_verdict_never_rejects_an_answer_inside_the_tolerance_band():
+    rng = np.random.default_rng(0)
+    for value, rtol, atol in [(np.exp(-1), 1e-6, 1e-12), (24 * np.log(2), 1e-4, 1e-12), (-3.25e-7, 1e-8, 1e-12),
+                              (0.1, 0, 1e-3), (1234.5678, 1e-6, 1e-12)]:
+        spec = course.public_spec(_part(value, rtol, atol))
+        tol = atol + rtol * abs(value)
+        inside = value + tol * np.concatenate([[-1, 1, 0], rng.uniform(-1, 1, 300)])
+        assert all(course_check.public_verdict(float(x), spec) for x in inside), (value, rtol)
+        step = 10.0 ** spec["exponents"][0]
+        for outside in (value + 2.01 * step, value - 2.01 * step, value + 10 * step):
+            assert not course_check.public_verdict(float(outside), spec), (value, outside)
+
+
+def test_public_verdict_rejects_25_ln2_for_24_ln2_and_holds_no_readable_value():
+    spec = course.public_spec(_part(24 * np.log(2), rtol=1e-6))
+    assert course_check.public_verdict(24 * np.log(2), spec)
+    assert not course_check.public_verdict(25 * np.log(2), spec)
+    text = json.dumps(spec)
+    assert "16.63" not in text and "16635" not in text        # 24 ln 2 = 16.6355...
+
+
+def test_public_verdict_integers_arrays_booleans_and_expressions():
+    ints = course.public_spec(_part(np.array([3, 7, 12]), rtol=0, atol=0.5))
+    assert course_check.public_verdict([3, 7, 12], ints)
+    assert not course_check.public_verdict([3, 7, 13], ints)
+    with pytest.raises(AssertionError, match="shape"):
+        course_check.public_verdict([3, 7], ints)
+    boolean = course.public_spec(_part(True))
+    assert course_check.public_verdict(True, boolean) and not course_check.public_verdict(False, boolean)
+    gamma = sympy.Symbol("gamma", positive=True)
+    expression = course.public_spec(_part(sympy.exp(-gamma) / (1 + gamma)))
+    g = sympy.Symbol("gamma")
+    assert course_check.public_verdict(sympy.exp(-g) * (g + 1) ** -1, expression)
+    assert not course_check.public_verdict(sympy.exp(-g) / (2 + g), expression)
+    with pytest.raises(AssertionError, match="not answered yet"):
+        course_check.public_verdict(..., expression)
+
+
+def test_hidden_verdict_is_checks_rule():
+    assert course_check.hidden_verdict(1.0 + 5e-7, 1.0, 1e-6, 1e-12, None)
+    assert not course_check.hidden_verdict(1.0 + 5e-6, 1.0, 1e-6, 1e-12, None)
+    assert not course_check.hidden_verdict(..., 1.0, 1e-6, 1e-12, None)
+    gamma = sympy.Symbol("gamma", positive=True)
+    key = sympy.srepr(1 / (gamma + 1))
+    assert course_check.hidden_verdict(1 / (sympy.Symbol("gamma") + 1), key, 1e-6, 1e-12, {"gamma": [0.5]})
+    assert not course_check.hidden_verdict(1 / (sympy.Symbol("gamma") + 2), key, 1e-6, 1e-12, {"gamma": [0.5]})
+
+
+# --- the bundle -----------------------------------------------------------------------------------------------------
+
+def test_student_notebooks_check_with_the_grader_and_import_no_key(built):
+    student = built / "student"
+    for chapter in course._chapters(ROOT):
+        nb = nbformat.read(student / f"{chapter}.ipynb", as_version=4)
+        code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+        assert "calib_book.exercises" not in code and "calib_book.answers" not in code, chapter
+        assert "{solution" not in "\n".join(c.source for c in nb.cells), chapter
+        for label in {p.label for p in course.key_parts_cached(chapter)}:
+            assert f"{course.answer_variable(label)} = dict(" in code and f"grader.check({label!r})" in code
+            assert (student / "tests" / chapter / f"{label}.py").is_file()
+    assert not {"answers.py", "exercises.py", "course.py"} & {p.name for p in (student / "calib_book").iterdir()}
+
+
+def test_autograder_gives_full_points_to_right_and_none_to_wrong_submissions(built):
+    rows = course.self_test(built)
+    graded = {r.chapter for r in rows}
+    assert graded == {p.chapter for p in course.key_parts()}
+    for row in rows:
+        assert row.points == (row.possible if row.kind == "right" else 0), row
+        assert row.possible == sum(getattr(p.spec, "points", 1) for p in course.key_parts_cached(row.chapter))
+
+
+def test_autograder_gives_the_points_of_the_parts_that_are_right(built, tmp_path):
+    chapter = "02-focal-gradient"
+    submission = tmp_path / "first-right.ipynb"
+    nbformat.write(course.planted_submission(chapter, "first-right"), submission)
+    points = course.grade(built / "autograder" / f"{chapter}.zip", submission)
+    first = {}
+    for p in course.key_parts_cached(chapter):
+        first.setdefault(p.label, getattr(p.spec, "points", 1))
+    assert points == pytest.approx(first)
+
+
+def test_public_test_runs_from_the_students_folder(built, monkeypatch):
+    import otter
+
+    chapter, label = "06-focal-loss-is-not-proper", "ch06-ex-float32"
+    monkeypatch.chdir(built / "student")
+    grader = otter.Notebook(tests_dir=f"tests/{chapter}")
+    right = {p.part: p.value for p in course.key_parts_cached(chapter) if p.label == label}
+    assert grader.check(label, global_env={course.answer_variable(label): right}).passed_all
+    wrong = {k: v * 1.01 for k, v in right.items()}
+    assert not grader.check(label, global_env={course.answer_variable(label): wrong}).passed_all
+
+
+# --- the leak scan --------------------------------------------------------------------------------------------------
+
+def _student_files(built: Path) -> list[Path]:
+    files = [p for p in (built / "student").rglob("*") if p.is_file()]
+    site = ROOT / "_build" / "student" / "_build" / "html"       # `make student`, when it was built here
+    return files + ([p for p in site.rglob("*") if p.is_file()] if site.is_dir() else [])
+
+
+def _unknown(hits):
+    return [h for h in hits if h.needle.kind != "value"
+            or (h.needle.source, Path(h.file.split("!")[-1]).name) not in KNOWN_SELF_ANSWERS]
+
+
+@pytest.fixture(scope="module")
+def needles():
+    found, counts = leaks.key_needles(ROOT)
+    assert counts["values"] >= 60                        # the scan covers the key's numbers, not a handful
+    return found
+
+
+def test_no_student_file_and_no_wheel_holds_the_key(built, wheel, needles):
+    hits, scanned = leaks.scan(_student_files(built) + [wheel], needles)
+    assert scanned > 300
+    assert _unknown(hits) == []
+
+
+def test_the_leak_scan_finds_a_planted_leak(built, needles, tmp_path):
+    part = next(p for p in course.key_parts_cached("09-reweighted-risk") if p.label == "ex-ch09-ifl")
+    key_line = next(n.text for n in needles if n.kind == "key")
+    solution_line = next(n.text for n in needles if n.kind == "solution")
+    nb = nbformat.read(built / "student" / "09-reweighted-risk.ipynb", as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell(f"The maximum is {float(part.value):.8g}."))
+    nb.cells.append(nbformat.v4.new_code_cell(key_line + "\n" + solution_line))
+    planted = tmp_path / "planted.ipynb"
+    nbformat.write(nb, planted)
+    clean, _ = leaks.scan([built / "student" / "09-reweighted-risk.ipynb"], needles)
+    hits, _ = leaks.scan([planted], needles)
+    assert {h.needle.kind for h in _unknown(hits)} == {"value", "key", "solution"}
+    assert _unknown(clean) == []
+    wheel_like = tmp_path / "leaky.whl"
+    with zipfile.ZipFile(wheel_like, "w") as archive:
+        archive.writestr("calib/leak.py", f"X = {float(part.value)!r}\n")
+    assert {h.needle.source for h in leaks.scan([wheel_like], needles)[0]} == {f"ex-ch09-ifl {part.part}"}
+
+
+# --- the locator ----------------------------------------------------------------------------------------------------
+
+def test_book_file_from_the_repository_a_chapter_folder_and_the_bundle(built, monkeypatch, tmp_path):
+    monkeypatch.delenv(paths.ROOT_VARIABLE, raising=False)
+    monkeypatch.chdir(ROOT / "chapters")
+    assert paths.book_file("book/results/10-benchmark") == ROOT / "book" / "results" / "10-benchmark"
+    monkeypatch.chdir(built / "student")
+    assert paths.book_root() == built / "student"
+    assert paths.book_file("book/results/10-benchmark/posthoc.json").is_file()
+    monkeypatch.setenv(paths.ROOT_VARIABLE, str(built / "student"))
+    monkeypatch.chdir(tmp_path)
+    assert paths.book_root() == built / "student"
+    with pytest.raises(FileNotFoundError, match="book/results/nothing is not in the book"):
+        paths.book_file("book/results/nothing")
+    monkeypatch.setenv(paths.ROOT_VARIABLE, str(tmp_path / "missing"))
+    with pytest.raises(FileNotFoundError, match="CALIB_BOOK_ROOT"):
+        paths.book_root()
+    with pytest.raises(ValueError, match="inside the repository"):
+        paths.book_file("/etc/passwd")
+
+
+# --- the hosted-notebook buttons ------------------------------------------------------------------------------------
+
+def _launch_buttons(config: dict) -> list[dict]:
+    """The launch buttons sphinx-book-theme renders for chapter 01 under ``config`` (a _config.yml as a dict)."""
+    from types import SimpleNamespace
+
+    from jupyter_book.config import get_final_config
+    from sphinx_book_theme.header_buttons.launch import add_launch_buttons
+
+    final, _ = get_final_config(user_yaml=config, cli_config={"latex_individualpages": False}, sourcedir=ROOT)
+    theme = final["html_theme_options"]
+    page = "chapters/01-measuring-calibration"
+    app = SimpleNamespace(config={"html_theme_options": theme},
+                          env=SimpleNamespace(doc2path=lambda name: ROOT / "_build" / "src" / f"{name}.ipynb",
+                                              metadata={page: {"kernelspec": {"name": "python3"}}}))
+    url = theme["repository_url"]
+    context = {"pagename": page, "sourcename": f"{page}.ipynb", "header_buttons": [],
+               "github_url": "https://github.com",
+               "github_user": url.split("/")[-2] if url else "", "github_repo": url.split("/")[-1] if url else ""}
+    if not url:
+        del context["github_url"]
+    add_launch_buttons(app, page, "page.html", context, None)
+    return [button for group in context["header_buttons"] for button in group.get("buttons", [])]
+
+
+def test_launch_buttons_are_off_until_the_repository_has_an_address_and_link_the_chapter_when_on():
+    import yaml
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert config["repository"]["url"] == "" and _launch_buttons(config) == []
+    config["repository"]["url"] = "https://github.com/owner/calib"
+    config["launch_buttons"].update(binderhub_url="https://mybinder.org", colab_url="https://colab.research.google.com")
+    urls = sorted(button["url"] for button in _launch_buttons(config))
+    notebook = "chapters/01-measuring-calibration.ipynb"
+    assert urls == [f"https://colab.research.google.com/github/owner/calib/blob/main/{notebook}",
+                    f"https://mybinder.org/v2/gh/owner/calib/main?urlpath=lab/tree/{notebook}"]
