@@ -1,5 +1,0 @@
-import sys
-
-from calib.cli import main
-
-sys.exit(main())
