@@ -4,8 +4,8 @@ One implementation for every chapter (ARCHITECTURE.md, "The library's layers", l
 paper ("focal loss lowers the ECE", "the ECE rises after the learning-rate drop") is judged from several seeds,
 never from one run.
 
-**The decision rule, one for the whole book.** A paired comparison (two settings run on the same seeds, or scored on the same test samples) is decided by the
-95 % interval of the paired difference, with :func:`decide`:
+**The decision rule, one for the whole book.** A paired comparison (two settings run on the same seeds, or
+scored on the same test samples) is decided by the 95 % interval of the paired difference, with :func:`decide`:
 
 - against **0** when the claim is a sign ("focal loss lowers the ECE");
 - against a **practical margin** when the claim needs an effect that matters: the margin is stated before the run,
