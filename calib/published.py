@@ -291,6 +291,8 @@ def coinciding_rows(rows, row_by=("table", "dataset", "model"), min_cells=5) -> 
 
 from dataclasses import dataclass, field  # noqa: E402
 
+from calib.stats import SignTest  # noqa: E402
+
 
 @dataclass(frozen=True)
 class Recount:
@@ -299,8 +301,9 @@ class Recount:
     ``cells``: one dict per compared cell (``key``, ``ours``, ``best_other``, ``best_name``, ``margin`` = best
     other minus ours when lower is better (positive: ours wins), ``std`` = the larger printed std of the two or
     None). ``wins``/``losses``/``ties`` count margins > 0, < 0, = 0; ``beyond_std_wins``/``beyond_std_losses``
-    those whose ``|margin|`` exceeds the printed std (None where no std is printed); ``p_value``: the one-sided sign
-    test of ``wins`` among ``wins + losses`` against 1/2 (``scipy.stats.binomtest``, ties dropped)."""
+    those whose ``|margin|`` exceeds the printed std (None where no std is printed); ``sign``: the one-sided
+    :func:`calib.stats.sign_test` over the independent units (each cell, or each network when the cells of one
+    network are pooled, :func:`recount`'s ``unit_by``), and ``p_value`` its p."""
     cells: list = field(repr=False)
     wins: int
     losses: int
@@ -308,6 +311,7 @@ class Recount:
     beyond_std_wins: int | None
     beyond_std_losses: int | None
     p_value: float
+    sign: SignTest | None = None
 
     @property
     def n(self) -> int:
@@ -320,11 +324,13 @@ class Recount:
         if self.beyond_std_wins is not None:
             text += (f"; by more than the printed std: {self.beyond_std_wins} better, {self.beyond_std_losses} "
                      "worse")
-        return text + f"; sign test p = {self.p_value:.2g}"
+        if self.sign is None:
+            return text + f"; sign test p = {self.p_value:.2g}"
+        return text + f"; {self.sign}"
 
 
 def recount(rows, ours, others, field="method", cell_by=("table", "dataset", "model", "stage"),
-            lower_is_better=True) -> Recount:
+            lower_is_better=True, unit_by=None) -> Recount:
     """Recount a "``ours`` beats ``others``" sentence over a printed table: in each cell (the printed numbers
     that share ``cell_by``), compare the entry whose ``field`` is ``ours`` with the best of those whose ``field`` is
     in ``others`` (labels matched by :func:`label_key`).
@@ -333,8 +339,16 @@ def recount(rows, ours, others, field="method", cell_by=("table", "dataset", "mo
     sign test of wins against 1/2 is then conservative (with k equally good competitors ours would be best with
     probability 1/(k+1) < 1/2). Used for Mukhoti et al. Tables 1-2 (FLSD-53 vs CE, Brier, MMCE, LS), Komisarenko
     & Kull Table 1 (FTS vs TS, ``field="stage"``), Karandikar et al. Table 2 (TS-SB-ECE vs TS) and Zhou et al.
-    Tables 1-2 (AU vs the other losses). Cells with no readable ``ours`` or no readable other are skipped."""
-    from scipy.stats import binomtest
+    Tables 1-2 (AU vs the other losses). Cells with no readable ``ours`` or no readable other are skipped.
+
+    ``unit_by`` names the fields of ``cell_by`` that make an independent unit (``("dataset", "model")``: a network
+    printed in Tables 1 and 2, before and after TS, is one unit): the sign test counts each unit once
+    (:func:`calib.stats.sign_test`, one-sided); by default every cell is a unit."""
+    from calib.stats import sign_test
+
+    unit_by = tuple(cell_by) if unit_by is None else tuple(unit_by)
+    if not set(unit_by) <= set(cell_by):
+        raise ValueError(f"unit_by={unit_by} must name fields of cell_by={tuple(cell_by)}.")
 
     ours_k, others_k = label_key(ours), {label_key(o) for o in others}
     groups = {}
@@ -361,8 +375,11 @@ def recount(rows, ours, others, field="method", cell_by=("table", "dataset", "mo
     with_std = [c for c in cells if c["std"] is not None]
     bw = sum(c["margin"] > c["std"] for c in with_std) if with_std else None
     bl = sum(-c["margin"] > c["std"] for c in with_std) if with_std else None
-    p = binomtest(wins, wins + losses, 0.5, alternative="greater").pvalue if wins + losses else 1.0
-    return Recount(cells, wins, losses, len(cells) - wins - losses, bw, bl, float(p))
+    if not cells:
+        return Recount(cells, 0, 0, 0, bw, bl, 1.0, None)
+    sign = sign_test([c["margin"] for c in cells], [tuple(c["key"][list(cell_by).index(f)] for f in unit_by)
+                                                    for c in cells], alternative="greater")
+    return Recount(cells, wins, losses, len(cells) - wins - losses, bw, bl, sign.p_value, sign)
 
 
 def kendall_by_seed(paper_values: dict, our_values: dict) -> "np.ndarray":

@@ -5,6 +5,7 @@ import csv
 from collections import Counter
 
 import pytest
+from scipy.stats import binomtest as scipy_binomtest
 
 from calib.published import (PUBLISHED_COLUMNS, STAGE_MAPS, published_dir, published_rows, read_published,
                              read_published_tables)
@@ -212,7 +213,14 @@ def test_recount_counts_and_sign_test():
     rc = recount(select(read_published("mukhoti2020"), table=("Table 1", "Table 2")), "FLSD-53",
                  ["Cross-Entropy", "Brier Loss", "MMCE", "LS-0.05"])
     assert (rc.wins, rc.losses, rc.ties) == (34, 10, 0)
-    assert "34 of 44" in rc.brief()
+    assert "34 of 44" in rc.brief() and rc.p_value == pytest.approx(scipy_binomtest(34, 44, 0.5, "greater").pvalue)
+    # ... but a network printed in Tables 1 and 2, before and after TS, is one unit (issue 25): 11 networks, one tied
+    by_net = recount(select(read_published("mukhoti2020"), table=("Table 1", "Table 2")), "FLSD-53",
+                     ["Cross-Entropy", "Brier Loss", "MMCE", "LS-0.05"], unit_by=("dataset", "model"))
+    assert (by_net.wins, by_net.n) == (34, 44) and (by_net.sign.wins, by_net.sign.losses, by_net.sign.ties) == (8, 2, 1)
+    assert by_net.p_value == pytest.approx(56 / 1024) and "one-sided sign test p = 0.055" in by_net.brief()
+    with pytest.raises(ValueError, match="unit_by"):
+        recount(rows, "ours", ["B1"], unit_by=("network",))
 
 
 def test_kendall_by_seed_and_same_direction():
