@@ -1,6 +1,6 @@
 """Speed of calib.metrics at N = 10^6 samples, K = 100 classes, against torchmetrics and a per-bin mask loop.
 
-    python tests/benchmarks/metrics.py [--n 1000000] [--k 100] [--repeats 3] [--dtype float64|float32]
+    python tests/benchmarks/metrics.py [--n 1000000] [--k 100] [--repeats 3] [--dtype float64|float32] [--ece-only]
 
 Data (seed 0): float64 probabilities, the softmax of standard normal logits z times 2, and labels drawn
 from softmax(2 z / T) with T = 1.5 for half of the rows and T = 0.75 for the other half (over- and
@@ -94,6 +94,8 @@ def main():
     parser.add_argument("--k", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dtype", choices=("float64", "float32"), default="float64")
+    parser.add_argument("--ece-only", action="store_true",
+                        help="only one read, ece, its two baselines, the mask loop and torchmetrics")
     args = parser.parse_args()
     n, k, r = args.n, args.k, args.repeats
     probs, labels = make_data(n, k)
@@ -111,6 +113,8 @@ def main():
         ("calib classwise_ece (quantile)", lambda: metrics.classwise_ece(probs, labels, binning="quantile"), 1),
         ("torrvision-style mask loop, ECE (no input checks)", lambda: torrvision_ece(probs, labels), r),
     ]
+    if args.ece_only:
+        entries = entries[:4] + entries[-1:]
     try:
         import torch
         from torchmetrics.functional.classification import multiclass_calibration_error
