@@ -561,7 +561,8 @@ def check_book(html_root: Path, chromium: str | None = None, workers: int = 2, p
                progress: bool = True) -> list[PageReport]:
     """Check every page of the built book in headless Chromium; one :class:`PageReport` per page.
 
-    ``workers`` Chromium processes run at once, each rendering ``pages_per_launch`` pages (at every width)."""
+    ``workers`` Chromium processes run at once, each rendering up to ``pages_per_launch`` pages at every width (the
+    pages dealt to the launches largest first, so that they take about as long)."""
     html_root = Path(html_root)
     if not (html_root / "index.html").is_file():
         raise FileNotFoundError(f"html_root={str(html_root)!r} holds no built book (no index.html); "
@@ -574,13 +575,15 @@ def check_book(html_root: Path, chromium: str | None = None, workers: int = 2, p
     ids_of = _ids_reader()
     from tqdm.auto import tqdm
 
-    per = max(1, pages_per_launch)
-    groups = [pages[i:i + per] for i in range(0, len(pages), per)]
+    # launches of about equal work: the pages dealt largest first, one to each launch in turn
+    by_size = sorted(pages, key=lambda p: p.stat().st_size, reverse=True)
+    launches = -(-len(pages) // max(1, pages_per_launch))
+    groups = [by_size[i::launches] for i in range(launches)]
+    reports = {}
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         jobs = pool.map(lambda group: check_pages(group, html_root, chromium, ids_of), groups)
-        reports = []
         with tqdm(total=len(pages), desc="pages", unit="page", disable=not progress) as bar:
-            for group_reports in jobs:
-                reports += group_reports
+            for group, group_reports in zip(groups, jobs):
+                reports.update(zip(group, group_reports))
                 bar.update(len(group_reports))
-        return reports
+    return [reports[p] for p in pages]
