@@ -245,15 +245,19 @@ def _top_label_pass(p: np.ndarray):
     floats this order is the order of the values (ties resolved to the first maximum, as ``np.argmax``); a row
     with a negative entry (sign bit set, -0.0 included), NaN or infinity gets a maximum whose bits exceed those
     of 1.0, so one comparison on the N maxima checks finiteness, ``p >= 0`` and ``p <= 1`` together. The row
-    maxima are returned in the array's dtype, the row sums in float64.
+    maxima and the row sums are returned in the array's dtype: the sums are a matrix-vector product with ones
+    (BLAS, on the block while it is in the cache), which :func:`_row_sums_within_tolerance` checks with a bound
+    on their rounding error.
     """
     n, k = p.shape
     bits = p.view(np.uint64 if p.dtype == np.float64 else np.uint32)
+    flat = p.reshape(-1)
     ones = np.ones(k, dtype=p.dtype)
     pred = np.empty(n, dtype=np.intp)
     top = np.empty(n, dtype=p.dtype)
-    sums = np.empty(n, dtype=np.float64)
+    sums = np.empty(n, dtype=p.dtype)
     rows = max(1, _BLOCK_ELEMENTS // k)
+    row_starts = np.arange(rows) * k
 
     def span(lo: int, hi: int) -> None:
         with np.errstate(all="ignore"):  # inf - inf in a row sum is reported as a ValueError, not a warning
@@ -261,12 +265,10 @@ def _top_label_pass(p: np.ndarray):
                 e = min(hi, s + rows)
                 a = bits[s:e].argmax(axis=1)
                 pred[s:e] = a
-                block = p[s:e]
-                top[s:e] = block[np.arange(e - s), a]
-                if p.dtype == np.float64:
-                    np.matmul(block, ones, out=sums[s:e])
-                else:  # float32 products of 1.0 are exact; the sum is accumulated in float64 per row
-                    sums[s:e] = block.sum(axis=1, dtype=np.float64)
+                a += row_starts[:e - s]
+                a += s * k
+                np.take(flat, a, out=top[s:e])
+                np.matmul(p[s:e], ones, out=sums[s:e])
 
     threads = n_threads(p.size, cap=4)
     if threads == 1:
@@ -280,6 +282,49 @@ def _top_label_pass(p: np.ndarray):
     return pred, top, sums
 
 
+def _row_sums_within_tolerance(p: np.ndarray, sums: np.ndarray) -> bool:
+    r"""Whether every row of the non-negative ``p`` sums to 1 within :data:`ROW_SUM_ATOL`, as :func:`as_scores`
+    decides it (the float64 sum of the row), given ``sums``, the rows summed in ``p``'s own dtype.
+
+    A sum of K non-negative terms in any order, rounded at unit roundoff u, is within
+    :math:`\gamma_{K-1} = (K-1)u / (1 - (K-1)u)` times the exact sum of it (Higham 2002, Eq. 4.4); so is
+    numpy's float64 sum. Rows whose ``sums`` lie further than twice that bound inside the tolerance pass on it;
+    the others (none, for a softmax) are summed again in float64 as :func:`as_scores` does, and decide.
+    """
+    terms_times_unit = (p.shape[1] - 1) * np.finfo(p.dtype).eps / 2
+    gamma = terms_times_unit / (1 - terms_times_unit)
+    # |sums - exact| <= gamma * exact, and so is the float64 sum; 1e-12 covers the rounding of this comparison
+    slack = 2 * gamma * (1 + ROW_SUM_ATOL) / (1 - gamma) + 1e-12 if gamma < 0.25 else np.inf
+    off = np.abs(sums.astype(np.float64) - 1)
+    unsure = np.flatnonzero(~(off <= ROW_SUM_ATOL - slack))  # NaN sums are unsure too
+    if unsure.size == 0:
+        return True
+    exact = p[unsure].sum(axis=1, dtype=np.float64)
+    return bool(np.all(np.abs(exact - 1) <= ROW_SUM_ATOL))
+
+
+def as_probs_top(probs, probs_name: str = "probs", dtype=np.float64):
+    """Check ``probs`` exactly as :func:`as_scores` does (``kind="probs"``) and return its top label too.
+
+    Returns ``(p, pred, conf)`` as :func:`as_probs_labels_top` does, without labels.
+    """
+    arr = as_float_array(probs, probs_name, finite=False, dtype=dtype)
+    if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] < 2:
+        as_scores(arr, probs_name, kind="probs")  # raises the shape message
+    p = np.ascontiguousarray(arr)
+    pred, conf, sums = _top_label_pass(p)
+    one_bits = np.array(1.0, dtype=p.dtype).view(np.uint64 if p.dtype == np.float64 else np.uint32)
+    ok = (conf.view(one_bits.dtype).max() <= one_bits  # finite, >= +0.0 and <= 1 everywhere (see above)
+          and _row_sums_within_tolerance(p, sums))
+    if not ok:
+        # Raises the usual message. It returns only when every entry is fine for as_scores but the fast
+        # path refused it: a -0.0 entry (sign bit set).
+        p = as_scores(probs if _is_half(probs) else p, probs_name, kind="probs", dtype=dtype)
+        pred = p.argmax(axis=1)
+        conf = p[np.arange(p.shape[0]), pred] + 0.0  # -0.0 -> +0.0
+    return p, pred, conf.astype(np.float64, copy=False)
+
+
 def as_probs_labels_top(probs, labels, probs_name: str = "probs", labels_name: str = "labels", dtype=np.float64):
     """Check ``(probs, labels)`` exactly as :func:`as_probs_labels` does, and return the top label too.
 
@@ -291,19 +336,6 @@ def as_probs_labels_top(probs, labels, probs_name: str = "probs", labels_name: s
     does not accept goes through :func:`as_scores`, which raises the usual message (for half-precision input:
     that precision is the cause, and to cast).
     """
-    arr = as_float_array(probs, probs_name, finite=False, dtype=dtype)
-    if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] < 2:
-        as_scores(arr, probs_name, kind="probs")  # raises the shape message
-    p = np.ascontiguousarray(arr)
-    pred, conf, sums = _top_label_pass(p)
-    one_bits = np.array(1.0, dtype=p.dtype).view(np.uint64 if p.dtype == np.float64 else np.uint32)
-    ok = (conf.view(one_bits.dtype).max() <= one_bits  # finite, >= +0.0 and <= 1 everywhere (see above)
-          and sums.min() >= 1 - ROW_SUM_ATOL and sums.max() <= 1 + ROW_SUM_ATOL)
-    if not ok:
-        # Raises the usual message. It returns only when every entry is fine for as_scores but the fast
-        # path refused it: a -0.0 entry (sign bit set), or a row sum within rounding of the tolerance.
-        p = as_scores(probs if _is_half(probs) else p, probs_name, kind="probs", dtype=dtype)
-        pred = p.argmax(axis=1)
-        conf = p[np.arange(p.shape[0]), pred] + 0.0  # -0.0 -> +0.0
+    p, pred, conf = as_probs_top(probs, probs_name, dtype)
     y = as_labels(labels, labels_name, n=p.shape[0], n_classes=p.shape[1])
-    return p, y, pred, conf.astype(np.float64, copy=False)
+    return p, y, pred, conf

@@ -126,9 +126,14 @@ def _add_sweep_parser(commands) -> None:
         "sweep", help="train every run of a grid file (models x losses x seeds), skipping finished runs",
         description="Train every run of GRID.toml into <store>/<model>/<loss>/seed<k>/: finished runs are skipped, "
                     "interrupted ones resumed. --list prints one `calib train` command per run instead, for GNU "
-                    "parallel or a cluster scheduler.")
+                    "parallel or a cluster scheduler; with --nproc-per-node N (or nproc_per_node = N in the grid) "
+                    "each one is `torchrun --standalone --nproc_per_node N -m calib train ...`, one run across N "
+                    "processes.")
     s.add_argument("grid", help="the grid file, e.g. book/results/10-benchmark/grid-cpu.toml")
     s.add_argument("--list", action="store_true", help="print one `calib train` command per run and exit")
+    s.add_argument("--nproc-per-node", type=int, metavar="N", default=None,
+                   help="with --list: launch each run across N processes with torchrun (default: the grid's "
+                        "nproc_per_node, else 1)")
     s.add_argument("--only", metavar="TEXT", help="only the runs whose model/loss/seed<k> contains TEXT")
     s.add_argument("--device", default=None, help="override the grid's device (auto, cpu, cuda)")
     s.add_argument("--evaluate", action="store_true",
@@ -192,10 +197,16 @@ def _sweep(args) -> None:
         grid.runs = [r for r in grid.runs if args.only in f"{r.model}/{r.loss}/seed{r.seed}"]
         if not grid.runs:
             raise ValueError(f"no run of {args.grid} matches --only {args.only!r}.")
+    if args.nproc_per_node is not None and args.nproc_per_node < 1:
+        raise ValueError(f"--nproc-per-node must be an integer >= 1 (processes per run); got {args.nproc_per_node}.")
+    if args.nproc_per_node is not None and not args.list:
+        raise ValueError(f"--nproc-per-node {args.nproc_per_node} needs --list: calib sweep trains its runs one "
+                         f"process each. Print the torchrun commands with --list --nproc-per-node "
+                         f"{args.nproc_per_node} and run them.")
     if args.list:
         cwd = Path.cwd().resolve()
         relative = cwd if grid.store.is_relative_to(cwd) else None
-        print("\n".join(train_commands(grid, relative_to=relative)))
+        print("\n".join(train_commands(grid, relative_to=relative, nproc_per_node=args.nproc_per_node)))
         return
     sweep(grid, progress=not args.no_progress)
     print(f"calib: grid {args.grid}: {len(grid.runs)} runs finished in {grid.store}")

@@ -31,6 +31,7 @@ import numpy as np
 
 from calib import metrics
 from calib import runs as run_files
+from calib._validate import check_int
 from calib.metrics import metric_names
 from calib.posthoc import FittedMap, focal_loss_gamma, get_map, map_names
 from calib.published import published_rows, read_published
@@ -47,7 +48,7 @@ __all__ = ["GridRun", "Grid", "load_grid", "sweep", "train_commands", "StoredRun
 #: Characters allowed in a model or loss label (they become folder names of the store).
 _LABEL = re.compile(r"[a-z0-9][a-z0-9.+=,_-]*")
 #: Keys of a grid file outside the shared training recipe.
-_GRID_KEYS = {"description", "store", "seeds", "discard", "train", "models", "losses"}
+_GRID_KEYS = {"description", "store", "seeds", "discard", "nproc_per_node", "train", "models", "losses"}
 _CONFIG_FIELDS = {f.name for f in fields(TrainConfig)}
 
 
@@ -71,13 +72,18 @@ class GridRun:
 
 @dataclass
 class Grid:
-    """A grid file read back: its description, store folder, files discarded after each run, and runs."""
+    """A grid file read back: its description, store folder, files discarded after each run, and runs.
+
+    ``nproc_per_node`` is the processes per run of the commands :func:`train_commands` lists (``torchrun`` for
+    more than one); :func:`sweep` trains each run in its own process.
+    """
 
     path: Path
     description: str
     store: Path
     discard: tuple
     runs: list = field(default_factory=list)
+    nproc_per_node: int = 1
 
     @property
     def models(self) -> list:
@@ -153,6 +159,10 @@ def _check_grid_keys(spec: dict, path: Path) -> None:
     for name in discard:
         if name not in DISCARDABLE:
             raise ValueError(f"{path}: discard={name!r} is not one of {DISCARDABLE}.")
+    nproc = spec.get("nproc_per_node", 1)
+    if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
+        raise ValueError(f"{path}: 'nproc_per_node' must be an integer >= 1 (processes per run under torchrun), "
+                         f"e.g. nproc_per_node = 2; got {nproc!r}.")
 
 
 def load_grid(path) -> Grid:
@@ -164,6 +174,7 @@ def load_grid(path) -> Grid:
         store = "."                       # folder of the runs, relative to this file (default: its folder)
         seeds = [0, 1, 2]
         discard = ["checkpoint.pt"]       # files deleted once a run has finished (default: the checkpoint)
+        nproc_per_node = 2                # processes per run in `calib sweep --list` (torchrun; default 1)
 
         [train]                           # TrainConfig fields shared by every run
         data = "fashion-mnist"
@@ -198,7 +209,7 @@ def load_grid(path) -> Grid:
         raise ValueError(f"{path}: [train] must not set model, loss or seed; the grid's lists set them.")
     discard = tuple(spec.get("discard", ["checkpoint.pt"]))
     store = (path.parent / spec.get("store", ".")).resolve()
-    grid = Grid(path, spec.get("description", ""), store, discard)
+    grid = Grid(path, spec.get("description", ""), store, discard, nproc_per_node=spec.get("nproc_per_node", 1))
     seen = set()
     for model_item in spec["models"]:
         model, model_over = _entry(model_item, "models", path)
@@ -244,14 +255,21 @@ def _cli_flags(config: TrainConfig) -> list[str]:
     return args
 
 
-def train_commands(grid: Grid, relative_to=None) -> list[str]:
+def train_commands(grid: Grid, relative_to=None, nproc_per_node: int | None = None) -> list[str]:
     """One ``calib train`` command line per run of ``grid`` (with ``--resume``, so a scheduler may rerun an
     interrupted one, and ``--discard`` for the grid's discarded files). Paths are relative to
-    ``relative_to`` when given (e.g. the repository root)."""
+    ``relative_to`` when given (e.g. the repository root).
+
+    With ``nproc_per_node`` N > 1 (default: the grid's ``nproc_per_node``), each line launches its run across
+    N processes of one node, ``torchrun --standalone --nproc_per_node N -m calib train ...``
+    (DistributedDataParallel, :mod:`calib.distributed`); N = 1 gives ``calib train ...``.
+    """
+    nproc = grid.nproc_per_node if nproc_per_node is None else check_int(nproc_per_node, "nproc_per_node")
+    launcher = ["calib"] if nproc == 1 else ["torchrun", "--standalone", "--nproc_per_node", str(nproc), "-m", "calib"]
     lines = []
     for run in grid.runs:
         out = run.out if relative_to is None else Path(run.out).relative_to(Path(relative_to).resolve())
-        args = ["calib", "train", *_cli_flags(run.config), "--out", str(out), "--resume", "--no-progress"]
+        args = [*launcher, "train", *_cli_flags(run.config), "--out", str(out), "--resume", "--no-progress"]
         if grid.discard:
             args += ["--discard", *grid.discard]
         lines.append(shlex.join(args))

@@ -248,3 +248,32 @@ def test_a_redirect_page_is_checked_for_its_target_not_rendered(tmp_path):
     assert browser.check_page(page, tmp_path, chromium="/nonexistent/chromium").problems == \
         ["redirects to book/gone.html, which does not exist"]
     assert browser.redirect_target(tmp_path / "book" / "intro.html") is None          # an ordinary page
+
+
+@needs_chromium
+def test_pages_sharing_a_launch_get_their_own_audit_at_each_width(site):
+    """Issue 30, item 3: check_book renders several pages, each at both widths, in one Chromium launch; each
+    frame's audit reaches its own page and width (the same as a launch of its own), and a redirect is not
+    rendered."""
+    (site / "sub").mkdir()
+    bodies = {site / "wide.html": '<div style="width:900px">a line of text too long</div>',
+              site / "sub" / "clean.html": "<p>a short line</p>",
+              site / "error.html": '<p>x</p><script>console.error("only here")</script>'}
+    for path, body in bodies.items():
+        path.write_text(page(f"<article>{body}</article>", LAYOUT_HEAD))
+    chromium = browser.find_chromium()
+    shared = browser.audit_pages(list(bodies), chromium, budget_ms=3000)
+    assert set(shared) == {(p, w) for p in bodies for w in browser.WIDTHS}
+    for (path, width), (dom, audit) in shared.items():
+        alone = browser.audit_page(path, chromium, width, budget_ms=3000)[1]
+        assert audit == alone, (path, width)
+        assert audit["width"] == width and ("too long" in dom) == (path.name == "wide.html")
+        assert bool(audit["overflow"]) == (path.name == "wide.html"), (path, width, audit)   # a 360 px column
+        assert audit["errors"] == (["only here"] if path.name == "error.html" else [])
+    assert not list(site.rglob(".audit-*"))                                         # the copies are removed
+    (site / "index.html").write_text('<html><head><meta http-equiv="refresh" content="0; url=sub/clean.html">'
+                                     "</head><body></body></html>")
+    reports = browser.check_book(site, chromium, workers=2, pages_per_launch=2, progress=False)
+    assert [r.page for r in reports] == [str(p.relative_to(site)) for p in browser.book_pages(site)]
+    wide = next(r for r in reports if r.page == "wide.html")
+    assert any("wider than its column" in p for p in wide.problems) and wide.overflowing[412] >= 1

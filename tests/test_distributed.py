@@ -3,6 +3,7 @@ logits of one process, a killed 2-rank run resumes, and rank 0's errors reach ev
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -97,6 +98,28 @@ def test_two_gloo_ranks_give_the_logits_of_one_process(tiny_fashion, tmp_path):
     assert other.returncode != 0
     assert other.stderr.count("holds a run of another configuration (lr: 0.3 there, 0.1 here)") == 2, \
         other.stderr[-3000:]
+
+
+def test_a_command_of_calib_sweep_list_trains_its_run_on_two_gloo_ranks(tiny_fashion, tmp_path, monkeypatch,
+                                                                        capsys):
+    """Issue 30, item 2: the torchrun line that `calib sweep --list --nproc-per-node 2` prints runs as it is."""
+    from calib import cli
+
+    grid = tmp_path / "grid.toml"
+    grid.write_text('seeds = [3]\nmodels = ["mlp"]\nlosses = ["fl-3"]\n\n[train]\ndata = "fashion-mnist"\n'
+                    'epochs = 1\nbatch_size = 64\nlr = 0.3\ntrain_subset = 512\nval_subset = 64\n'
+                    'test_subset = 128\ndevice = "cpu"\n')
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["sweep", str(grid), "--list", "--nproc-per-node", "2"]) == 0
+    (line,) = capsys.readouterr().out.strip().splitlines()
+    argv = shlex.split(line)
+    assert argv[:6] == ["torchrun", "--standalone", "--nproc_per_node", "2", "-m", "calib"]
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", *argv[1:]], env=_env(),
+                          cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = load_run(tmp_path / "mlp" / "fl-3" / "seed3")
+    assert run.finished and run.meta["world_size"] == 2 and run.meta["epochs_done"] == 1
+    assert not (run.out / "checkpoint.pt").exists()                  # the grid's discard, applied by rank 0
 
 
 def test_a_killed_two_rank_run_resumes_and_finishes(tiny_fashion, tmp_path):

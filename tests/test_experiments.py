@@ -66,6 +66,8 @@ def test_grid_expands_models_losses_seeds(tmp_path):
     (lambda t: t + "\n[extra]\n", "unknown keys"),
     (lambda t: "discard = ['model.pt']\n" + t, "is not one of"),
     (lambda t: t.replace("seeds = [0, 1]", "seeds = [0, 1"), "not valid TOML"),
+    (lambda t: "nproc_per_node = 0\n" + t, r"'nproc_per_node' must be an integer >= 1 .*got 0"),
+    (lambda t: "nproc_per_node = '2'\n" + t, r"'nproc_per_node' must be an integer >= 1 .*got '2'"),
 ])
 def test_bad_grid_files_say_what_is_wrong(tmp_path, edit, message):
     with pytest.raises(ValueError, match=message):
@@ -82,6 +84,33 @@ def test_listed_commands_rebuild_each_runs_config(tmp_path):
         args = cli._parser().parse_args(argv[1:])
         assert cli._train_config(args) == run.config
         assert (tmp_path / args.out).resolve() == run.out
+
+
+def test_listed_commands_under_torchrun(tmp_path, capsys, monkeypatch):
+    """Issue 30, item 2: `calib sweep --list` for a scheduler under torchrun, from the flag or the grid file."""
+    path = write_grid(tmp_path / "g")
+    grid = load_grid(path)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["sweep", str(path), "--list", "--nproc-per-node", "2"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 4
+    for line, run in zip(lines, grid.runs):
+        argv = shlex.split(line)
+        assert argv[:7] == ["torchrun", "--standalone", "--nproc_per_node", "2", "-m", "calib", "train"]
+        args = cli._parser().parse_args(argv[6:])
+        assert cli._train_config(args) == run.config and (tmp_path / args.out).resolve() == run.out
+        assert args.resume
+    in_grid = write_grid(tmp_path / "h", "nproc_per_node = 3\n" + TINY_GRID)
+    assert load_grid(in_grid).nproc_per_node == 3
+    assert cli.main(["sweep", str(in_grid), "--list"]) == 0
+    assert all(line.startswith("torchrun --standalone --nproc_per_node 3 -m calib train ")
+               for line in capsys.readouterr().out.strip().splitlines())
+    assert cli.main(["sweep", str(in_grid), "--list", "--nproc-per-node", "1"]) == 0    # the flag wins
+    assert all(line.startswith("calib train ") for line in capsys.readouterr().out.strip().splitlines())
+    assert cli.main(["sweep", str(path), "--nproc-per-node", "2"]) == 1
+    assert "--nproc-per-node 2 needs --list" in capsys.readouterr().err
+    assert cli.main(["sweep", str(path), "--list", "--nproc-per-node", "0"]) == 1
+    assert "--nproc-per-node must be an integer >= 1" in capsys.readouterr().err
 
 
 def test_sweep_trains_skips_and_resumes_exactly(tiny_fashion, tmp_path, monkeypatch):

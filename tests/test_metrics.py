@@ -3,6 +3,7 @@ properties (hypothesis) and bad input for every public metric."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -1009,14 +1010,53 @@ def test_float32_probabilities_are_not_copied_to_float64_and_give_the_same_value
     p = rng.dirichlet(np.ones(100) * 0.1, size=20_000).astype(np.float32)
     y = rng.integers(0, 100, 20_000)
     p64 = p.astype(np.float64)
-    for f in (metrics.ece, metrics.adaptive_ece, metrics.mce, metrics.ks_error, metrics.accuracy, metrics.aurc):
-        assert f(p, y) == f(p64, y), f.__name__
+    p_nonzero = (p + np.float32(1e-4)) / np.float32(1.01)  # the NLL refuses a zero on the true class
+    # (name, metric, float32 probabilities, peak allocation allowed in input sizes: a float64 copy alone is 2)
+    every = [(f.__name__, f, p, 0.5) for f in (metrics.ece, metrics.adaptive_ece, metrics.mce, metrics.ks_error,
+                                                metrics.accuracy, metrics.aurc, metrics.brier, metrics.classwise_ece,
+                                                metrics.mean_confidence)]
+    every += [("nll", metrics.nll, p_nonzero, 0.5),
+              # equal-mass class-wise bins sort a float64 block of classes (4 * BLOCK_ELEMENTS values) at a time
+              ("classwise quantile", functools.partial(metrics.classwise_ece, binning="quantile", norm="l2"), p, 1.0)]
+    for name, f, p32, allowed in every:
+        assert f(p32, y) == f(p32.astype(np.float64), y), name
         tracemalloc.start()
-        f(p, y)
+        f(p32, y)
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
-        assert peak < 0.5 * p.nbytes, (f.__name__, peak / p.nbytes)    # a float64 copy is 2 inputs
+        assert peak < allowed * p32.nbytes, (name, peak / p32.nbytes)
     assert metrics.aurc(p, y, confidence="margin") == metrics.aurc(p64, y, confidence="margin")
+    for kind in metrics.CSFS:
+        assert np.array_equal(metrics.confidence_score(p, kind), metrics.confidence_score(p64, kind)), kind
+
+
+@pytest.mark.parametrize("dtype,k", [(np.float32, 3), (np.float32, 100), (np.float32, 5000), (np.float64, 100)])
+def test_row_sum_check_in_the_input_dtype_decides_as_the_float64_sum(dtype, k):
+    """Issue 30, item 5: the row sums are taken in the input's dtype, with a bound on their rounding; rows near
+    the tolerance are summed again in float64, so a row is accepted exactly when its float64 sum (as_scores)
+    is within ROW_SUM_ATOL of 1, including rows a float32 sum would misjudge."""
+    rng = np.random.default_rng(44)
+    rows = []
+    for target in (1 - 2e-4, 1 - 1e-4 - 1e-7, 1 - 1e-4 + 1e-7, 1 - 9.5e-5, 1, 1 + 9.5e-5, 1 + 1e-4 - 1e-7,
+                   1 + 1e-4 + 1e-7, 1 + 2e-4):
+        for _ in range(20):
+            row = rng.dirichlet(np.ones(k)).astype(dtype)
+            row[row.argmax()] += dtype(target) - row.sum(dtype=np.float64)  # the sum lands near the target
+            rows.append(row)
+    decided = 0
+    for row in rows:
+        probs = np.vstack([np.full(k, 1 / k, dtype=dtype), row])
+        sum64 = row.sum(dtype=np.float64)
+        want_ok = abs(sum64 - 1) <= _validate.ROW_SUM_ATOL
+        try:
+            metrics.accuracy(probs, np.array([0, 0]))
+            ok = True
+        except ValueError as exc:
+            assert "must sum to 1" in str(exc)
+            ok = False
+        assert ok == want_ok, (sum64 - 1, float(row.sum(dtype=dtype)) - 1)
+        decided += 1
+    assert decided == len(rows)
 
 
 def test_top_label_ece_is_ece_of_the_top_label():

@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["PageReport", "find_chromium", "rendered_dom", "audit_page", "check_page", "book_pages", "check_book",
-           "visible_code_lines", "redirect_target", "MIN_CONTRAST", "WIDTHS"]
+__all__ = ["PageReport", "find_chromium", "rendered_dom", "audit_page", "audit_pages", "check_page", "check_pages",
+           "book_pages", "check_book", "visible_code_lines", "redirect_target", "MIN_CONTRAST", "WIDTHS"]
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
 _RAW_TABLE_ROW = re.compile(r"^\s*\|[^|]*\S[^|]*(\|[^|]*\S[^|]*)+\|\s*$")   # | a | b |: two cells or more
@@ -234,44 +234,74 @@ AUDIT_SCRIPT = """<script>
 </script>"""
 
 
-#: The page that holds the audited page in a frame exactly ``{width}`` px wide (headless Chromium will not make its
-#: window narrower than 500 px) and writes what the audit posts into <textarea id="calib-audit">.
-AUDIT_FRAME = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body style="margin:0">
-<iframe src="{src}" style="border:0;width:{width}px;height:1800px"></iframe>
+#: The page that holds the audited pages in frames side by side, one per page and width (``AUDIT_FRAME_ONE``; headless
+#: Chromium will not make its window narrower than 500 px), and writes what the i-th frame's audit posts into
+#: <textarea id="calib-audit-{{i}}">. One Chromium launch audits several pages at every width.
+AUDIT_FRAME = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body style="margin:0;white-space:nowrap">
+{frames}
 <script>window.addEventListener("message", function (e) {{
-  var out = document.createElement("textarea"); out.id = "calib-audit"; out.textContent = e.data;
-  document.body.appendChild(out);
+  var frames = document.getElementsByTagName("iframe");
+  for (var i = 0; i < frames.length; i++) {{
+    if (frames[i].contentWindow !== e.source) {{ continue; }}
+    var out = document.createElement("textarea"); out.id = "calib-audit-" + i; out.textContent = e.data;
+    document.body.appendChild(out);
+  }}
 }});</script></body></html>"""
+#: One frame of ``AUDIT_FRAME``: a page exactly ``{width}`` px wide.
+AUDIT_FRAME_ONE = '<iframe src="{src}" style="border:0;width:{width}px;height:1800px;vertical-align:top"></iframe>'
 
 
 def audit_page(page: Path, chromium: str, width: int, budget_ms: int = 20000) -> tuple[str, dict]:
     """The DOM of ``page`` rendered ``width`` px wide, and what ``AUDIT_SCRIPT`` measured there (``overflow``:
     a list of descriptions; ``contrast``: per theme the claim text with the lowest ratio, or None; ``errors``).
+    :func:`audit_pages` for one page and one width."""
+    return audit_pages([page], chromium, (width,), budget_ms)[page, width]
 
-    The page is copied beside itself with the two scripts added (so that its relative links still resolve), shown
-    in a frame ``width`` px wide (``AUDIT_FRAME``), and the copies removed."""
-    source = page.read_text(encoding="utf-8", errors="replace")
-    head = re.search(r"<head[^>]*>(\s*<meta charset[^>]*>)?", source)
-    at = head.end() if head else 0
-    body_end = source.rfind("</body>")
-    body_end = body_end if body_end >= 0 else len(source)
-    audited = source[:at] + ERROR_RECORDER + source[at:body_end] + AUDIT_SCRIPT + source[body_end:]
+
+def audit_pages(pages, chromium: str, widths=WIDTHS, budget_ms: int = 20000) -> dict:
+    """``{(page, width): (dom, audit)}``: :func:`audit_page` of every page of ``pages`` at every width of
+    ``widths``, in one Chromium launch.
+
+    Each page is copied beside itself with the two scripts added (so that its relative links still resolve),
+    all are shown in one frame per page and width (``AUDIT_FRAME``), and the copies removed. Launching Chromium
+    costs about as much as rendering a short page, so pages and widths share launches."""
+    pages, widths = [Path(p) for p in pages], tuple(widths)
     copies = []
     try:
-        for text in (audited, None):
-            fd, name = tempfile.mkstemp(prefix=".audit-", suffix=".html", dir=page.parent)
-            copies.append(Path(name))
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text if text is not None else AUDIT_FRAME.format(src=copies[0].name, width=width))
-        frame = rendered_dom(copies[1], chromium, width=width + 40, budget_ms=budget_ms)
+        for page in pages:
+            source = page.read_text(encoding="utf-8", errors="replace")
+            head = re.search(r"<head[^>]*>(\s*<meta charset[^>]*>)?", source)
+            at = head.end() if head else 0
+            body_end = source.rfind("</body>")
+            body_end = body_end if body_end >= 0 else len(source)
+            copies.append(_write_beside(page, source[:at] + ERROR_RECORDER + source[at:body_end] + AUDIT_SCRIPT
+                                        + source[body_end:]))
+        shown = [(page, copy, width) for page, copy in zip(pages, copies) for width in widths]
+        frames = "\n".join(AUDIT_FRAME_ONE.format(src=copy.resolve().as_uri(), width=width)
+                           for _, copy, width in shown)
+        copies.append(_write_beside(pages[0], AUDIT_FRAME.format(frames=frames)))
+        frame = rendered_dom(copies[-1], chromium, width=len(pages) * sum(widths) + 40, budget_ms=budget_ms)
     finally:
         for copy in copies:
             copy.unlink(missing_ok=True)
-    found = _soup(frame).find("textarea", id="calib-audit")
-    if found is None:
-        raise RuntimeError(f"the audit of {page} at {width} px did not finish within {budget_ms} ms of virtual time")
-    audit = json.loads(found.get_text())
-    return audit.pop("dom"), audit
+    soup = _soup(frame)
+    results = {}
+    for i, (page, _, width) in enumerate(shown):
+        found = soup.find("textarea", id=f"calib-audit-{i}")
+        if found is None:
+            raise RuntimeError(f"the audit of {page} at {width} px did not finish within {budget_ms} ms of virtual "
+                               f"time")
+        audit = json.loads(found.get_text())
+        results[page, width] = (audit.pop("dom"), audit)
+    return results
+
+
+def _write_beside(page: Path, text: str) -> Path:
+    """Write ``text`` to a new hidden file ``.audit-*.html`` in the folder of ``page``; return its path."""
+    fd, name = tempfile.mkstemp(prefix=".audit-", suffix=".html", dir=page.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return Path(name)
 
 
 def _soup(html: str):
@@ -479,8 +509,11 @@ def redirect_target(page: Path) -> str | None:
     return found.group(1)
 
 
-def check_page(page: Path, html_root: Path, chromium: str, ids_of=None) -> PageReport:
-    """Check one built page, statically and as rendered by Chromium; see the module docstring for what."""
+def check_page(page: Path, html_root: Path, chromium: str, ids_of=None, audits=None) -> PageReport:
+    """Check one built page, statically and as rendered by Chromium; see the module docstring for what.
+
+    ``audits``: the page's ``{(page, width): (dom, audit)}`` from :func:`audit_pages`, when a launch shared by
+    several pages made them (else this page gets a launch of its own)."""
     ids_of = ids_of or _ids_reader()
     report = PageReport(str(page.relative_to(html_root)))
     redirect = redirect_target(page)
@@ -489,12 +522,20 @@ def check_page(page: Path, html_root: Path, chromium: str, ids_of=None) -> PageR
             report.problems.append(f"redirects to {redirect}, which does not exist")
         return report
     _check_static(report, page, html_root, ids_of)
+    audits = audits or audit_pages([page], chromium, WIDTHS)
     for width in sorted(WIDTHS, reverse=True):
-        dom, audit = audit_page(page, chromium, width)
+        dom, audit = audits[page, width]
         if width == max(WIDTHS):
             _check_rendered(report, dom)
         _check_audit(report, audit, errors=width == max(WIDTHS))
     return report
+
+
+def check_pages(pages, html_root: Path, chromium: str, ids_of=None) -> list[PageReport]:
+    """:func:`check_page` of each page, the pages that are not redirects rendered in one Chromium launch."""
+    rendered = [p for p in pages if redirect_target(p) is None]
+    audits = audit_pages(rendered, chromium, WIDTHS) if rendered else {}
+    return [check_page(p, html_root, chromium, ids_of, audits) for p in pages]
 
 
 def _ids_reader():
@@ -516,9 +557,12 @@ def book_pages(html_root: Path) -> list[Path]:
                   and not p.name.startswith(".audit-"))
 
 
-def check_book(html_root: Path, chromium: str | None = None, workers: int = 2,
+def check_book(html_root: Path, chromium: str | None = None, workers: int = 2, pages_per_launch: int = 4,
                progress: bool = True) -> list[PageReport]:
-    """Check every page of the built book in headless Chromium; one :class:`PageReport` per page."""
+    """Check every page of the built book in headless Chromium; one :class:`PageReport` per page.
+
+    ``workers`` Chromium processes run at once, each rendering up to ``pages_per_launch`` pages at every width (the
+    pages dealt to the launches largest first, so that they take about as long)."""
     html_root = Path(html_root)
     if not (html_root / "index.html").is_file():
         raise FileNotFoundError(f"html_root={str(html_root)!r} holds no built book (no index.html); "
@@ -531,6 +575,15 @@ def check_book(html_root: Path, chromium: str | None = None, workers: int = 2,
     ids_of = _ids_reader()
     from tqdm.auto import tqdm
 
+    # launches of about equal work: the pages dealt largest first, one to each launch in turn
+    by_size = sorted(pages, key=lambda p: p.stat().st_size, reverse=True)
+    launches = -(-len(pages) // max(1, pages_per_launch))
+    groups = [by_size[i::launches] for i in range(launches)]
+    reports = {}
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        jobs = pool.map(lambda p: check_page(p, html_root, chromium, ids_of), pages)
-        return list(tqdm(jobs, total=len(pages), desc="pages", unit="page", disable=not progress))
+        jobs = pool.map(lambda group: check_pages(group, html_root, chromium, ids_of), groups)
+        with tqdm(total=len(pages), desc="pages", unit="page", disable=not progress) as bar:
+            for group, group_reports in zip(groups, jobs):
+                reports.update(zip(group, group_reports))
+                bar.update(len(group_reports))
+    return [reports[p] for p in pages]

@@ -288,7 +288,7 @@ def classwise_ece(probs, labels, n_bins: int = 15, binning: str = "uniform", nor
     """
     rho = _as_rho(norm)
     n_bins = check_binning_args(n_bins, binning, norm if rho is None else None)
-    p, y, _, _ = as_probs_labels_top(probs, labels)
+    p, y, _, _ = as_probs_labels_top(probs, labels, dtype=None)  # float32 stays float32; blocks go to float64
     n, k = p.shape
     if binning == "uniform":
         counts, conf_sum, hits = _classwise_uniform(p, y, n_bins)
@@ -324,7 +324,7 @@ def _classwise_uniform(p: np.ndarray, y: np.ndarray, n_bins: int):
     hits = np.zeros(size, dtype=np.int64)
     rows = max(1, _binning.BLOCK_ELEMENTS // k)
     for s in range(0, n, rows):
-        block = p[s:s + rows]
+        block = p[s:s + rows].astype(np.float64, copy=False)
         flat = uniform_bin(block, n_bins, edges)
         flat += offset
         counts += np.bincount(flat.ravel(), minlength=size)
@@ -346,7 +346,7 @@ def _classwise_quantile(p: np.ndarray, y: np.ndarray, n_bins: int):
     class_start = np.searchsorted(y[by_class], np.arange(k + 1))
     for k0 in range(0, k, per_block):
         k1 = min(k, k0 + per_block)
-        x = p[:, k0:k1].T.copy()  # (classes, N), always a copy: it is sorted in place below
+        x = p[:, k0:k1].T.astype(np.float64, order="C")  # (classes, N), always a copy: sorted in place below
         x += 0.0  # -0.0 -> +0.0, so that the bit patterns sort as the values
         key = x.view(np.int64)
         key <<= 1

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calib._validate import as_float_array, as_probs_labels_top, as_scores, check_choice, check_int, check_length
+from calib._validate import as_float_array, as_probs_labels_top, as_probs_top, check_choice, check_int, check_length
 
 __all__ = ["CSFS", "confidence_range", "confidence_score", "RiskCoverage", "risk_coverage_curve", "aurc"]
 
@@ -77,8 +77,8 @@ def confidence_score(probs, kind: str = "msp") -> np.ndarray:
     numpy.ndarray of float64, shape (N,)
     """
     check_choice(kind, "kind", CSFS)
-    p = as_scores(probs, "probs", kind="probs")
-    return _csf(p, kind, p.max(axis=1))
+    p, _, conf = as_probs_top(probs, dtype=None)
+    return _csf(p.astype(np.float64, copy=False), kind, conf)
 
 
 @dataclass(frozen=True)

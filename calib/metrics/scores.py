@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from calib._validate import as_probs_labels_top
+from calib._validate import as_probs_labels_top, as_probs_top
 from calib.metrics import _binning  # BLOCK_ELEMENTS is read at call time (the tests shrink it)
 from calib.metrics._binning import sorted_pairs
 
@@ -38,8 +38,8 @@ def nll(probs, labels) -> float:
         softmax that underflowed: compute the probabilities in float64, compute the NLL from the logits
         with a log-softmax, or clip explicitly if a finite penalty is what you want.
     """
-    p, y, _, _ = as_probs_labels_top(probs, labels)
-    py = p[np.arange(p.shape[0]), y]
+    p, y, _, _ = as_probs_labels_top(probs, labels, dtype=None)
+    py = p[np.arange(p.shape[0]), y].astype(np.float64)
     zero = np.flatnonzero(py == 0)
     if zero.size:
         i = int(zero[0])
@@ -70,12 +70,12 @@ def brier(probs, labels) -> float:
     -------
     float
     """
-    p, y, _, _ = as_probs_labels_top(probs, labels)
+    p, y, _, _ = as_probs_labels_top(probs, labels, dtype=None)
     n, k = p.shape
     rows = max(1, _binning.BLOCK_ELEMENTS // k)
     total = 0.0
     for s in range(0, n, rows):
-        d = p[s:s + rows].copy()
+        d = p[s:s + rows].astype(np.float64)  # a copy in float64, also of float32 input
         d[np.arange(d.shape[0]), y[s:s + rows]] -= 1.0
         total += float(np.vdot(d, d))
     return total / n
@@ -95,7 +95,7 @@ def mean_confidence(probs, labels=None) -> float:
     float
     """
     if labels is None:
-        conf = as_probs_labels_top(probs, np.zeros(len(probs), dtype=np.int64), dtype=None)[3]
+        conf = as_probs_top(probs, dtype=None)[2]
     else:
         conf = as_probs_labels_top(probs, labels, dtype=None)[3]
     return float(conf.mean())

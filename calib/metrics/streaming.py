@@ -201,7 +201,7 @@ class StreamingClasswiseECE(StreamingMetric):
 
     def update(self, probs, labels) -> None:
         """Add a batch (see :meth:`StreamingMetric.update`)."""
-        p, y, _, _ = as_probs_labels_top(probs, labels)
+        p, y, _, _ = as_probs_labels_top(probs, labels, dtype=None)  # float32 stays float32; blocks go to float64
         if self.n_classes is None:
             self.n_classes = p.shape[1]
             if self.exact_streaming:
@@ -219,7 +219,7 @@ class StreamingClasswiseECE(StreamingMetric):
         edges, offset, size = uniform_edges(self.n_bins), np.arange(k) * self.n_bins, k * self.n_bins
         rows = max(1, _binning.BLOCK_ELEMENTS // k)
         for s in range(0, n, rows):
-            block = p[s:s + rows]
+            block = p[s:s + rows].astype(np.float64, copy=False)
             flat = uniform_bin(block, self.n_bins, edges)
             flat += offset
             self._sums["counts"] += np.bincount(flat.ravel(), minlength=size)

@@ -1,6 +1,6 @@
 """Speed of calib.metrics at N = 10^6 samples, K = 100 classes, against torchmetrics and a per-bin mask loop.
 
-    python tests/benchmarks/metrics.py [--n 1000000] [--k 100] [--repeats 3] [--dtype float64|float32]
+    python tests/benchmarks/metrics.py [--n 1000000] [--k 100] [--repeats 3] [--dtype float64|float32] [--ece-only]
 
 Data (seed 0): float64 probabilities, the softmax of standard normal logits z times 2, and labels drawn
 from softmax(2 z / T) with T = 1.5 for half of the rows and T = 0.75 for the other half (over- and
@@ -11,7 +11,9 @@ in range). ``probs.max(1)`` reads the array once: it is the floor for any top-la
 gets the same float64 tensor (``torch.from_numpy``, no copy) and converts the confidences to float32
 internally, hence differences of order 1e-7 to 1e-6. Not collected by pytest; the numbers depend on the
 machine and its load. ``--dtype float32`` casts the probabilities to float32 (the top-label metrics then check and
-bin them without a float64 copy, issue 30 item 5).
+bin them without a float64 copy, issue 30 item 5). Two earlier input checks run beside ``ece`` as baselines, on
+the same data in the same run: the float64 copy of the regression issue 30 reports, and the float32 pass that
+summed each row in float64 (commit aed1449); the ratios to one read and to torchmetrics are printed for each.
 """
 
 from __future__ import annotations
@@ -19,10 +21,44 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from calib import metrics
+from calib import _validate, metrics
+from calib.metrics._binning import bin_top_label, binned_error
+
+
+def ece_float64_copy(probs, labels):
+    """``metrics.ece`` with the input copied to float64 before the checks (the regression of issue 30, item 5)."""
+    _, y, pred, conf = _validate.as_probs_labels_top(probs, labels, dtype=np.float64)
+    return binned_error(bin_top_label(conf, pred == y, 15, "uniform"), "l1", "bin")
+
+
+def ece_float64_row_sums(probs, labels):
+    """``metrics.ece`` as of commit aed1449: the pass of the input's dtype summed each row in float64."""
+    p = np.ascontiguousarray(probs)
+    n, k = p.shape
+    bits = p.view(np.uint64 if p.dtype == np.float64 else np.uint32)
+    pred, top, sums = np.empty(n, dtype=np.intp), np.empty(n, dtype=p.dtype), np.empty(n)
+    rows = max(1, _validate._BLOCK_ELEMENTS // k)
+
+    def span(lo, hi):
+        for s in range(lo, hi, rows):
+            e = min(hi, s + rows)
+            a = bits[s:e].argmax(axis=1)
+            pred[s:e] = a
+            top[s:e] = p[s:e][np.arange(e - s), a]
+            sums[s:e] = p[s:e].sum(axis=1, dtype=np.float64)
+
+    threads = _validate.n_threads(p.size, cap=4)
+    cuts = np.linspace(0, n, threads + 1).astype(int)
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(span, cuts[:-1], cuts[1:]))
+    one_bits = np.array(1.0, dtype=p.dtype).view(bits.dtype)
+    assert top.view(bits.dtype).max() <= one_bits and np.abs(sums - 1).max() <= _validate.ROW_SUM_ATOL
+    y = _validate.as_labels(labels, "labels", n=n, n_classes=k)
+    return binned_error(bin_top_label(top.astype(np.float64), pred == y, 15, "uniform"), "l1", "bin")
 
 
 def torrvision_ece(probs, labels, n_bins=15):
@@ -58,6 +94,8 @@ def main():
     parser.add_argument("--k", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dtype", choices=("float64", "float32"), default="float64")
+    parser.add_argument("--ece-only", action="store_true",
+                        help="only one read, ece, its two baselines, the mask loop and torchmetrics")
     args = parser.parse_args()
     n, k, r = args.n, args.k, args.repeats
     probs, labels = make_data(n, k)
@@ -66,6 +104,8 @@ def main():
     entries = [  # (name, function, repeats)
         ("probs.max(1) (one read of probs: the floor)", lambda: probs.max(1), r),
         ("calib ece (uniform, l1, 15 bins)", lambda: metrics.ece(probs, labels), r),
+        ("  before: float64 copy (issue 30's regression)", lambda: ece_float64_copy(probs, labels), r),
+        ("  before: float64 row sums (aed1449)", lambda: ece_float64_row_sums(probs, labels), r),
         ("calib adaptive_ece", lambda: metrics.adaptive_ece(probs, labels), r),
         ("calib mce", lambda: metrics.mce(probs, labels), r),
         ("calib ece (l2, label estimator)", lambda: metrics.ece(probs, labels, norm="l2", estimator="label"), r),
@@ -73,6 +113,8 @@ def main():
         ("calib classwise_ece (quantile)", lambda: metrics.classwise_ece(probs, labels, binning="quantile"), 1),
         ("torrvision-style mask loop, ECE (no input checks)", lambda: torrvision_ece(probs, labels), r),
     ]
+    if args.ece_only:
+        entries = entries[:4] + entries[-1:]
     try:
         import torch
         from torchmetrics.functional.classification import multiclass_calibration_error
@@ -104,12 +146,16 @@ def main():
         shown = "" if values[name] is None else f"{values[name]:.10f}"
         print(f"{name:{width}}  {t:8.4f}  {t / floor:8.2f}  {shown}")
     print()
-    ece_name = entries[1][0]
-    for name, label in [(entries[7][0], "mask loop"), (entries[-1][0], "torchmetrics")]:
-        if name in best and name != ece_name and "max(1)" not in name:
-            print(f"{label:>12} / calib ece = {best[name] / best[ece_name]:5.2f}x   "
-                  f"|difference| = {abs(values[name] - values[ece_name]):.2e}")
-
+    torchmetrics_name = entries[-1][0] if "torchmetrics" in entries[-1][0] else None
+    for name in (entries[1][0], entries[2][0], entries[3][0]):
+        line = f"{name.strip():48}: {best[name] / floor:5.2f}x one read"
+        if torchmetrics_name:
+            line += (f", torchmetrics / it = {best[torchmetrics_name] / best[name]:5.2f}x "
+                     f"(|difference| {abs(values[torchmetrics_name] - values[name]):.2e})")
+        print(line)
+    mask_loop = entries[-2 if torchmetrics_name else -1][0]
+    print(f"mask loop / calib ece = {best[mask_loop] / best[entries[1][0]]:5.2f}x   "
+          f"|difference| = {abs(values[mask_loop] - values[entries[1][0]]):.2e}")
 
 if __name__ == "__main__":
     main()
