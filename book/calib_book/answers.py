@@ -27,6 +27,8 @@ class Expected:
         An answer within ``close_factor`` times the tolerances is ``close``.
     hint : str
         Shown with a ``wrong`` or ``close`` answer (never the answer itself).
+    points : int
+        What a right answer to this part earns in the course's grading (the syllabus and the autograder read it).
     """
 
     compute: Callable[[], Any]
@@ -34,6 +36,7 @@ class Expected:
     atol: float = 1e-12
     close_factor: float = 1e3
     hint: str = ""
+    points: int = 1
 
 
 @dataclass(frozen=True)
