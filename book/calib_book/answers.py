@@ -15,7 +15,12 @@ __all__ = ["Expected", "Exercise", "EXERCISES", "register"]
 
 @dataclass(frozen=True)
 class Expected:
-    """One part's expected answer: a function that computes it, and how strictly to compare.
+    """One part's expected answer: a function that computes it, and the rule that grades an answer to it.
+
+    A numeric answer is ``right`` within ``rtol``/``atol`` (the precision the question asks for: ``rtol = 1e-6``
+    asks for six significant digits), ``close`` when it is the expected value correctly rounded to at least
+    ``close_digits`` significant digits (an error that rounding explains, so 25 ln 2 for 24 ln 2, 4 % off, is
+    ``wrong``), and ``wrong`` beyond. :func:`calib_book.exercises.rule` states the rule of each part in words.
 
     Parameters
     ----------
@@ -23,20 +28,28 @@ class Expected:
         Called once with no arguments; returns the expected value (number, array, sympy expression, bool, str).
     rtol, atol : float
         Tolerances for a ``right`` numeric answer.
-    close_factor : float
-        An answer within ``close_factor`` times the tolerances is ``close``.
+    close_digits : int or None
+        An answer that agrees with the expected value to this many significant digits (but not to ``rtol``) is
+        ``close``; None for a count or any part where a near miss is a wrong answer.
     hint : str
-        Shown with a ``wrong`` or ``close`` answer (never the answer itself).
+        Shown with a ``wrong`` or ``close`` answer: the concept the part tests, never the method or the answer.
     points : int
         What a right answer to this part earns in the course's grading (the syllabus and the autograder read it).
+    accept : callable or None
+        For a question with several valid answers (a bound): called with the expected value and the answer, true
+        when the answer is one of the valid ones; the expected value is then the reference the rule names.
+    accepts : str
+        The valid answers in words, for :func:`calib_book.exercises.rule` (with ``accept``).
     """
 
     compute: Callable[[], Any]
     rtol: float = 1e-6
     atol: float = 1e-12
-    close_factor: float = 1e3
+    close_digits: int | None = 3
     hint: str = ""
     points: int = 1
+    accept: Callable[[Any, Any], bool] | None = None
+    accepts: str = ""
 
 
 @dataclass(frozen=True)
@@ -343,9 +356,9 @@ def _stationary_gradients():
 
 
 register("ch04-ex-log-growth", "04-linear-toy",
-         margin=Expected(_separable_margin, rtol=1e-4, close_factor=100,
+         margin=Expected(_separable_margin, rtol=1e-4,
                          hint="the largest, over unit vectors u, of the smallest margin (2y - 1) u.x"),
-         per_decade=Expected(lambda: float(_sympy().log(10)) / _separable_margin(), rtol=1e-4, close_factor=100,
+         per_decade=Expected(lambda: float(_sympy().log(10)) / _separable_margin(), rtol=1e-4,
                              hint="||w_hat|| log 10, with ||w_hat|| = 1 / (max-margin)"))
 register("ch04-ex-stationary", "04-linear-toy",
          fl_gradient=Expected(lambda: _stationary_gradients()[0], rtol=0, atol=1e-8,
@@ -436,11 +449,35 @@ register("ch06-ex-thresholds", "06-focal-loss-is-not-proper",
          tau_uc=Expected(lambda: _tau_uc(2.0), rtol=1e-8, hint="the root of phi^2(v) = 1 in (0, 1/2), not v = 0"))
 register("ch06-ex-minimal-k", "06-focal-loss-is-not-proper",
          k_min=Expected(lambda: __import__("numpy").floor(1 / _tau_oc([1.0, 2.0, 3.0, 4.0, 5.0])) + 1, rtol=0,
-                        atol=0.5, close_factor=1.0, hint="the smallest integer K with 1/K < tau_oc, one per gamma"))
+                        atol=0.5, close_digits=None, hint="the smallest integer K with 1/K < tau_oc, one per gamma"))
 register("ch06-ex-float32", "06-focal-loss-is-not-proper",
          d_top=Expected(lambda: _float32_thresholds()[0], rtol=1e-4, hint="when does 1 + e^-d round to 1 in float32?"),
          d_zero=Expected(lambda: _float32_thresholds()[1], rtol=1e-4,
                          hint="when does e^-d round to 0 in float32 (think of subnormals)?"))
+
+
+# --- Chapter 10's stored grid, which the exercises of chapters 07 and 10 read ---------------------------------------
+
+from pathlib import Path  # noqa: E402
+
+#: Chapter 10's grid in the papers' regime, ``<store>/<model>/<loss>/seed<k>`` (the exercises' one store).
+BENCHMARK_STORE = Path(__file__).resolve().parents[1] / "results" / "10-benchmark" / "regime"
+#: The model label of that grid.
+BENCHMARK_MODEL = "mlp-256-256-n20k-e40"
+#: The 20-epoch grid the regime grid replaces; read only while the regime grid has no logits yet.
+LEGACY_STORE, LEGACY_MODEL = BENCHMARK_STORE.parent, "mlp-256-256"
+
+
+def benchmark_runs():
+    """The stored runs of chapter 10's grid with their logits: the regime grid once it is trained, else the
+    20-epoch grid."""
+    from calib.experiments import load_store
+
+    runs = load_store(BENCHMARK_STORE, model=BENCHMARK_MODEL) if BENCHMARK_STORE.is_dir() else []
+    runs = [r for r in runs if (r.path / "logits.npz").is_file()]
+    if not any(r.loss == "fl-3" for r in runs):
+        runs = load_store(LEGACY_STORE, model=LEGACY_MODEL)
+    return runs
 
 
 # --- 07 The focal calibration map --------------------------------------------------------------------------------
@@ -475,7 +512,7 @@ def _line_search_evaluations():
     rng = np.random.default_rng(0)
     fts = FocalTemperatureScaling(objective="nll", search="line").fit(2 * rng.normal(size=(300, 3)),
                                                                       rng.integers(0, 3, size=300))
-    return fts.path["n_evaluations"]
+    return fts.path_["n_evaluations"]
 
 
 def _grid_evaluations():
@@ -485,31 +522,36 @@ def _grid_evaluations():
 
 
 def _stored_focal_scores():
-    """Chapter 10's fl-3 run, seed 0: test ECE (15 equal-mass bins), NLL and accuracy of the softmax, Psi^3 and
-    FTS (ECE criterion, line search) fitted on validation."""
-    from pathlib import Path
-
+    """Chapter 10's fl-3 run, seed 0: test ECE (15 equal-mass bins, calib's and the official code's), NLL and
+    accuracy of the softmax, Psi^3 and FTS (ECE criterion, line search) fitted on validation."""
     import numpy as np
     from scipy.special import log_softmax
 
     from calib import metrics
-    from calib.experiments import fit_posthoc, load_store
+    from calib.experiments import fit_posthoc
     from calib.focal import log_focal_map
     from calib.posthoc import FocalTemperatureScaling
 
-    store = Path(__file__).resolve().parents[1] / "results" / "10-benchmark"
-    run = next(r for r in load_store(store, model="mlp-256-256") if r.loss == "fl-3" and r.seed == 0)
+    run = next(r for r in benchmark_runs() if r.loss == "fl-3" and r.seed == 0)
     arrays = run.logits()
     z, y = np.asarray(arrays["test_logits"], dtype=np.float64), arrays["test_labels"]
     fts = FocalTemperatureScaling(objective="ece", search="line").fit(arrays["val_logits"], arrays["val_labels"])
     psi = fit_posthoc("psi", arrays["val_logits"], arrays["val_labels"], run.loss)
     logs = [log_softmax(z, axis=1), psi.log_proba(z), log_focal_map(z / fts.temperature_, fts.gamma_)]
-    scores = {"ece": [], "nll": [], "accuracy": []}
+    scores = {"ece": [], "ece_official": [], "nll": [], "accuracy": []}
     for log_p in logs:
         scores["ece"].append(metrics.adaptive_ece(np.exp(log_p), y))
+        scores["ece_official"].append(metrics.adaptive_ece_torrvision(np.exp(log_p), y))
         scores["nll"].append(float(-np.mean(log_p[np.arange(len(y)), y])))
         scores["accuracy"].append(metrics.accuracy(np.exp(log_p), y))
     return {metric: np.array(values) for metric, values in scores.items()}
+
+
+def _official_equal_mass_bins(expected, given) -> bool:
+    """The three ECEs with the official code's equal-mass bins (edges interpolated between sorted confidences)."""
+    import numpy as np
+
+    return bool(np.allclose(np.asarray(given, dtype=float), _stored_focal("ece_official"), rtol=1e-6, atol=1e-9))
 
 
 _STORED_FOCAL: dict = {}
@@ -530,15 +572,18 @@ register("ch07-ex-beta0", "07-focal-calibration-map",
                       hint="differentiate f_gamma(s) and set s = 0; simplify the logarithms"),
          inv_beta0=Expected(lambda: _inverse_beta0(1.0), rtol=1e-8, hint="1 / (gamma + 1 - f'(0)) at gamma = 1"))
 register("ch07-ex-line-cost", "07-focal-calibration-map",
-         grid=Expected(_grid_evaluations, rtol=0, atol=0.5, close_factor=1.0, hint="every (gamma, T) pair"),
-         line=Expected(_line_search_evaluations, rtol=0, atol=0.5, close_factor=1.0,
+         grid=Expected(_grid_evaluations, rtol=0, atol=0.5, close_digits=None, hint="every (gamma, T) pair"),
+         line=Expected(_line_search_evaluations, rtol=0, atol=0.5, close_digits=None,
                        hint="the two anchors' T searches, then the points on the line"))
 register("ch07-ex-planted", "07-focal-calibration-map",
          gamma=Expected(lambda: 1.0, atol=1e-9, hint="the gamma planted in the logits"),
          temperature=Expected(lambda: 0.5, atol=1e-9, hint="the temperature planted in the logits"))
 register("ch07-ex-stored-focal", "07-focal-calibration-map",
-         ece=Expected(lambda: _stored_focal("ece"), rtol=1e-6, atol=1e-9,
-                      hint="top-label ECE, 15 equal-mass bins; order softmax, Psi^3, FTS (line search)"),
+         ece=Expected(lambda: _stored_focal("ece"), rtol=1e-6, atol=1e-9, accept=_official_equal_mass_bins,
+                      accepts="6 significant digits, with calib's 15 equal-mass bins (sorted confidences cut into "
+                              "15 parts whose sizes differ by at most 1) or the official code's (edges interpolated "
+                              "between sorted confidences)",
+                      hint="top-label ECE with equal-mass bins; order softmax, Psi^3, FTS (line search)"),
          nll=Expected(lambda: _stored_focal("nll"), rtol=1e-6, atol=1e-9, hint="order softmax, Psi^3, FTS"),
          accuracy=Expected(lambda: _stored_focal("accuracy"), rtol=0, atol=1e-9, hint="order softmax, Psi^3, FTS"))
 
@@ -674,18 +719,49 @@ register("ex-ch09-dual-binary", "09-reweighted-risk",
 # (the chapter's exercises are registered here)
 
 
-def _chance_coincidence_bound(p_cell: float = 1 / 50, min_cells: int = 5) -> float:
-    """Row pairs compared by chapter 11's search for coinciding rows, times p_cell ** min_cells."""
+def _rows_compared(min_cells: int = 5, complete: bool = False) -> dict[str, list[int]]:
+    """Chapter 11's search for coinciding rows: the length (printed cells) of each row of each paper with at least
+    ``min_cells`` readable cells (and no unreadable one, with ``complete``), as ``{paper: [lengths]}``."""
     from calib.published import printed_row_values, read_published
 
     row_by = {"mukhoti2020": ("table", "dataset", "model"), "komisarenko2024": ("table", "dataset", "stage"),
               "karandikar2021": ("table", "dataset"), "zhou2025": ("table", "dataset", "model", "stage")}
-    rows = {p: sum(sum(v is not None for v in values) >= min_cells
-                   for values in printed_row_values(read_published(p), by).values()) for p, by in row_by.items()}
-    return sum(n * (n - 1) // 2 for n in rows.values()) * p_cell ** min_cells
+    out = {}
+    for paper, by in row_by.items():
+        lengths = [len(values) for values in printed_row_values(read_published(paper), by).values()
+                   if sum(v is not None for v in values) >= min_cells and not (complete and None in values)]
+        out[paper] = lengths
+    return out
+
+
+def _chance_coincidence_bound(p_cell: float = 1 / 50, min_cells: int = 5) -> float:
+    """Row pairs compared by chapter 11's search for coinciding rows, times p_cell ** min_cells."""
+    return sum(len(n) * (len(n) - 1) // 2 for n in _rows_compared(min_cells).values()) * p_cell ** min_cells
+
+
+def _chance_coincidence_expectation(p_cell: float = 1 / 50, min_cells: int = 5) -> float:
+    """The expected number of chance coincidences itself: only rows of one length can agree cell for cell, a pair
+    of length m with probability p_cell ** m (the tightest valid bound)."""
+    import collections
+
+    total = 0.0
+    for lengths in _rows_compared(min_cells, complete=True).values():
+        for m, n in collections.Counter(lengths).items():
+            total += n * (n - 1) // 2 * p_cell ** m
+    return total
+
+
+def _valid_coincidence_bound(union_bound, given) -> bool:
+    """Either valid bound on the expected chance coincidences: the union bound over the pairs compared,
+    pairs x (1/50)^5, or the tighter one that counts only pairs of rows of one length, each with (1/50)^m (the
+    expectation itself); to three significant digits."""
+    value = float(given)
+    return any(abs(value - bound) <= 5e-3 * bound for bound in (float(union_bound), _chance_coincidence_expectation()))
 
 
 register("ch11-ex-coincidence", "11-paper-tables",
-         expected_coincidences=Expected(_chance_coincidence_bound, rtol=1e-6, atol=0,
-                                        hint="the number of row pairs compared, times the chance that five cells "
-                                             "agree"))
+         expected_coincidences=Expected(_chance_coincidence_bound, rtol=1e-6, atol=0, accept=_valid_coincidence_bound,
+                                        accepts="either valid bound to 3 significant digits: the union bound over "
+                                                "the pairs compared, or the tighter one that counts only the pairs "
+                                                "that can agree cell for cell",
+                                        hint="linearity of expectation over the pairs compared"))
