@@ -174,7 +174,7 @@ def _ch01_hidden_bin(part):
 
     from calib import metrics
 
-    p, y = np.array([[0.95, 0.05], [1.0, 0.0]]), np.array([0, 1])
+    p, y = np.array([[0.97, 0.03], [1.0, 0.0]]), np.array([0, 1])
     if part == "right_closed":
         return metrics.ece(p, y)
     one = p.max(1) == 1.0                            # torchmetrics: confidence 1.0 in a bin of its own
@@ -444,9 +444,11 @@ def _float32_thresholds():
 
 
 register("ch06-ex-thresholds", "06-focal-loss-is-not-proper",
-         tau_oc=Expected(lambda: float(_tau_oc(2.0)), rtol=1e-8, hint="the root of k_2(v) in (0, 1/2)"),
-         peak=Expected(lambda: _phi_peak(2.0), rtol=1e-8, hint="phi^2 evaluated at tau_oc"),
-         tau_uc=Expected(lambda: _tau_uc(2.0), rtol=1e-8, hint="the root of phi^2(v) = 1 in (0, 1/2), not v = 0"))
+         tau_oc=Expected(lambda: float(_tau_oc(2.5)), rtol=1e-8,
+                         hint="the over-confidence threshold: where the gradient factor phi peaks"),
+         peak=Expected(lambda: _phi_peak(2.5), rtol=1e-8, hint="the largest value the gradient factor takes"),
+         tau_uc=Expected(lambda: _tau_uc(2.5), rtol=1e-8,
+                         hint="the under-confidence threshold: where focal loss's gradient equals cross-entropy's"))
 register("ch06-ex-minimal-k", "06-focal-loss-is-not-proper",
          k_min=Expected(lambda: __import__("numpy").floor(1 / _tau_oc([1.0, 2.0, 3.0, 4.0, 5.0])) + 1, rtol=0,
                         atol=0.5, close_digits=None, hint="the smallest integer K with 1/K < tau_oc, one per gamma"))
@@ -614,12 +616,12 @@ def _ch08_large_t(estimator):
 
 register("ch08-ex-temperature", "08-soft-calibration-objectives",
          temperature=Expected(lambda: float(__import__("calib.soft_binning", fromlist=["x"])
-                                            .hard_limit_temperature(1e-3, 15, 0.01)),
-                              hint="solve 1/(1 + exp(-2 delta/(M T))) = 0.99 for T"),
-         ratio=Expected(lambda: float(_ch08_membership(0.5)[8] / _ch08_membership(0.5)[7]),
-                        hint="u_9/u_8 at c = xi_8 = 1/2: the g_j differ by 1/(M^2 T)"),
-         own_share=Expected(lambda: float(_ch08_membership(0.5)[7]),
-                            hint="u_8(1/2): the own bin's g over all M bins, not only the two neighbours"))
+                                            .hard_limit_temperature(2e-3, 15, 0.01)),
+                              hint="soft binning approaches hard binning as its temperature falls"),
+         ratio=Expected(lambda: float(_ch08_membership(0.5, t=5e-3)[8] / _ch08_membership(0.5, t=5e-3)[7]),
+                        hint="a soft-bin membership is a softmax over the bins"),
+         own_share=Expected(lambda: float(_ch08_membership(0.5, t=5e-3)[7]),
+                            hint="a softmax normalises over every bin, not only the neighbours"))
 register("ch08-ex-edge-bins", "08-soft-calibration-objectives",
          mode_2=Expected(lambda: _ch08_mode(2), rtol=1e-8, hint="solve xi_bar(c) = xi_2 by bisection or brentq"),
          mode_8=Expected(lambda: _ch08_mode(8), rtol=1e-8, hint="the centre bin: use the symmetry c -> 1 - c"))
