@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["Expected", "Exercise", "EXERCISES", "register"]
+__all__ = ["Expected", "Exercise", "EXERCISES", "register", "interval_claim", "interval_within_seed_noise",
+           "verdict_of", "benchmark_runs", "BENCHMARK_STORE", "BENCHMARK_MODEL"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,37 @@ def register(label: str, chapter: str, **parts: Expected) -> Exercise:
     exercise = Exercise(label, chapter, dict(parts))
     EXERCISES[label] = exercise
     return exercise
+
+
+def interval_within_seed_noise(reference, given) -> bool:
+    """The rule for an interval a training exercise claims: ``given = (low, high)`` is right when its centre lies
+    inside the reference interval's half-width of the reference centre (the difference seed noise and another
+    machine's arithmetic explain) and its width is within a factor 2 of the reference width. The reference is
+    the key's own rerun of the exercise's runs (or the stored runs)."""
+    import numpy as np
+
+    low, high = (float(v) for v in np.asarray(given, dtype=float).ravel()[:2])
+    ref_low, ref_high = (float(v) for v in np.asarray(reference, dtype=float).ravel())
+    if not low <= high:
+        return False
+    half = (ref_high - ref_low) / 2
+    centred = abs((low + high) / 2 - (ref_low + ref_high) / 2) <= half
+    return bool(centred and 0.5 * 2 * half <= high - low <= 2 * 2 * half)
+
+
+def interval_claim(reference: Callable[[], Any], hint: str, points: int = 2) -> Expected:
+    """An Expected for a training exercise's 95 % interval ``(low, high)``, graded by
+    :func:`interval_within_seed_noise` against ``reference()``."""
+    return Expected(reference, rtol=1e-6, atol=1e-9, close_digits=None, hint=hint, points=points,
+                    accept=interval_within_seed_noise,
+                    accepts="an interval (low, high) whose centre is within seed noise (the reference interval's "
+                            "half-width) of the runs' and whose width is within a factor 2 of theirs")
+
+
+def verdict_of(interval) -> str:
+    """'lower', 'higher' or 'no difference': which side of 0 a 95 % interval of a difference lies on."""
+    low, high = (float(v) for v in interval)
+    return "lower" if high < 0 else "higher" if low > 0 else "no difference"
 
 
 def _sympy():
@@ -622,9 +654,60 @@ register("ch08-ex-temperature", "08-soft-calibration-objectives",
                         hint="a soft-bin membership is a softmax over the bins"),
          own_share=Expected(lambda: float(_ch08_membership(0.5, t=5e-3)[7]),
                             hint="a softmax normalises over every bin, not only the neighbours"))
+@functools.lru_cache(maxsize=None)
+def _ch08_sbece_runs(beta_values=(0.0, 1.0), seeds=(0, 1, 2), steps=120):
+    """The test ECE (15 equal-width bins) of ch08-ex-sbece-train's small networks: an MLP 64-32-10 on the
+    standardised digits data, full-batch Adam (lr 1e-2) on NLL + beta SB-ECE, per beta and seed."""
+    import numpy as np
+    import torch
+
+    from calib import metrics
+    from calib.data import load_dataset
+    from calib.losses import get_secondary_loss
+
+    digits = load_dataset("digits")
+    flat = lambda x: x.reshape(len(x), -1).astype(np.float32)        # noqa: E731
+    x_train, x_test = flat(digits.x_train), flat(digits.x_test)
+    mu, sd = x_train.mean(0), x_train.std(0) + 1e-6
+    x_train, x_test = torch.as_tensor((x_train - mu) / sd), torch.as_tensor((x_test - mu) / sd)
+    y_train, secondary = torch.as_tensor(digits.y_train), get_secondary_loss("sb-ece")
+    out = {}
+    for beta in beta_values:
+        eces = []
+        for seed in seeds:
+            torch.manual_seed(seed)
+            net = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
+            opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+            for _ in range(steps):
+                opt.zero_grad()
+                z = net(x_train)
+                loss = torch.nn.functional.cross_entropy(z, y_train)
+                if beta > 0:
+                    loss = loss + beta * secondary(z, y_train)
+                loss.backward()
+                opt.step()
+            with torch.no_grad():
+                eces.append(metrics.ece(torch.softmax(net(x_test).double(), 1).numpy(), digits.y_test, n_bins=15))
+        out[beta] = np.array(eces)
+    return out
+
+
+def _ch08_sbece_interval():
+    from calib.stats import paired_seed_interval
+
+    runs = _ch08_sbece_runs()
+    interval = paired_seed_interval(runs[1.0], runs[0.0])
+    return (interval.low, interval.high)
+
+
 register("ch08-ex-edge-bins", "08-soft-calibration-objectives",
          mode_2=Expected(lambda: _ch08_mode(2), rtol=1e-8, hint="solve xi_bar(c) = xi_2 by bisection or brentq"),
          mode_8=Expected(lambda: _ch08_mode(8), rtol=1e-8, hint="the centre bin: use the symmetry c -> 1 - c"))
+register("ch08-ex-sbece-train", "08-soft-calibration-objectives",
+         interval=interval_claim(_ch08_sbece_interval,
+                                 hint="a paired interval over seeds of the difference ECE(beta = 1) - ECE(beta = 0)"),
+         verdict=Expected(lambda: verdict_of(_ch08_sbece_interval()), close_digits=None,
+                          hint="which side of zero the interval lies on: 'lower', 'higher' or 'no difference'"))
 register("ch08-ex-large-t", "08-soft-calibration-objectives",
          bin_limit=Expected(lambda: _ch08_large_t("bin"), rtol=1e-6, hint="|mean accuracy - mean confidence|"),
          lb_limit=Expected(lambda: _ch08_large_t("label"), rtol=1e-6,
@@ -713,7 +796,45 @@ register("ex-ch09-dual-binary", "09-reweighted-risk",
 
 # --- 10 The benchmark --------------------------------------------------------------------------------------------
 
-# (the chapter's exercises are registered here)
+# Chapter 10's exercises read the store through benchmark_runs() (BENCHMARK_STORE above), so that they follow the
+# grid in the papers' regime once it is trained.
+
+@functools.lru_cache(maxsize=None)
+def _ch10_test_ece(loss):
+    """Per-seed test ECE (15 equal-width bins, no post-hoc map) of one loss of chapter 10's stored grid."""
+    from calib.experiments import evaluate_store, metric_values
+
+    runs = [r for r in benchmark_runs() if r.loss == loss]
+    rows = evaluate_store(runs, maps=("none",), progress=False, write_cache=False)
+    return tuple(metric_values(rows, loss, "none", "ece"))
+
+
+def _ch10_paired(kind):
+    import numpy as np
+    from scipy import stats as st
+
+    from calib.stats import paired_seed_interval
+
+    a, b = np.array(_ch10_test_ece("ce")), np.array(_ch10_test_ece("brier"))
+    paired = paired_seed_interval(a, b)
+    welch = st.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
+    if kind == "paired":
+        return (paired.low, paired.high)
+    if kind == "welch":
+        return (float(welch.low), float(welch.high))
+    return "paired" if paired.high - paired.low < welch.high - welch.low else "welch"
+
+
+register("ch10-ex-paired", "10-benchmark",
+         paired=Expected(lambda: _ch10_paired("paired"), rtol=1e-6, atol=1e-9, points=2,
+                         hint="a paired interval rests on the per-seed differences"),
+         welch=Expected(lambda: _ch10_paired("welch"), rtol=1e-6, atol=1e-9, points=2,
+                        hint="an unpaired interval treats the two samples as independent, variances unequal"),
+         narrower=Expected(lambda: _ch10_paired("narrower"), close_digits=None,
+                           hint="'paired' or 'welch': compare the widths"))
+register("ch10-ex-verify", "10-benchmark",
+         dominant=Expected(lambda: "fts", close_digits=None,
+                           hint="the map name as calib.posthoc.REGISTRY spells it; think of how many fits it makes"))
 
 
 # --- 11 The papers' tables ---------------------------------------------------------------------------------------
