@@ -8,8 +8,8 @@ from calib_book import exercises
 
 ROOT = Path(__file__).resolve().parents[1]
 SYLLABUS = (ROOT / "book" / "syllabus.md").read_text(encoding="utf-8")
-ROW = re.compile(r"^\| `(?P<label>[\w-]+)` \| (?P<chapter>\d\d) \| (?P<graded>autograded|written) \| (?P<points>\d+) \|$",
-                 re.M)
+ROW = re.compile(r"^\| `(?P<label>[\w-]+)` \| (?P<chapter>\d\d) \| (?P<graded>autograded|written) "
+                 r"\| (?P<points>\d+) \|$", re.M)
 
 
 def test_every_exercise_is_set_once_with_the_keys_points():

@@ -215,41 +215,43 @@ def _ch01_hidden_bin(part):
 
 
 register("ch01-ex-two-samples", "01-measuring-calibration",
-         n2=Expected(lambda: _ch01_two_sample_ece(2), hint="sum |A - 0.3| over the binomial outcomes of A"),
-         n3=Expected(lambda: _ch01_two_sample_ece(3), hint="A takes the values 0, 1/3, 2/3, 1"))
+         n2=Expected(lambda: _ch01_two_sample_ece(2),
+                     hint="an expectation over the sampling distribution of the accuracy"),
+         n3=Expected(lambda: _ch01_two_sample_ece(3),
+                     hint="an expectation over the sampling distribution of the accuracy"))
 register("ch01-ex-debias", "01-measuring-calibration",
-         plugin=Expected(lambda: _ch01_debias("plugin"), hint="15 equal-width bins, the count-weighted mean of "
-                                                              "(A_b - C_b)^2"),
-         bias=Expected(lambda: _ch01_debias("bias"), hint="(1/N) sum over non-empty bins of the mean of c(1 - c)"),
-         debiased=Expected(lambda: _ch01_debias("debiased"), hint="the plug-in value minus the bias"),
-         kumar=Expected(lambda: _ch01_debias("kumar"), hint="subtract (n_b/N) A_b (1 - A_b) / (n_b - 1) per bin "
-                                                            "with n_b >= 2"))
+         plugin=Expected(lambda: _ch01_debias("plugin"), hint="the plug-in squared (l2) calibration error"),
+         bias=Expected(lambda: _ch01_debias("bias"),
+                       hint="what a perfectly calibrated model's binned error is on average"),
+         debiased=Expected(lambda: _ch01_debias("debiased"), hint="a bias-corrected estimator"),
+         kumar=Expected(lambda: _ch01_debias("kumar"),
+                        hint="Kumar et al.'s per-bin correction, which uses the accuracy rather than the confidence"))
 register("ch01-ex-ties", "01-measuring-calibration",
-         calib_ece=Expected(lambda: _ch01_ties("calib_ece"), hint="15 equal-mass bins cut by position"),
+         calib_ece=Expected(lambda: _ch01_ties("calib_ece"), hint="equal-mass binning of tied confidences"),
          torrvision_ece=Expected(lambda: _ch01_ties("torrvision_ece"),
-                                 hint="edges from np.interp over the sorted confidences, bins (lo, hi], weights "
-                                      "divided by N"),
+                                 hint="the official code's equal-mass binning, quirks included"),
          torrvision_empty=Expected(lambda: _ch01_ties("torrvision_empty"),
-                                   hint="count the bins of the (lo, hi] rule that hold no sample"))
+                                   hint="what tied confidences do to equal-mass bins"))
 register("ch01-ex-ts-limits", "01-measuring-calibration",
          temperature=Expected(lambda: _ch01_ts_limits("temperature"), rtol=1e-4,
-                              hint="minimise the mean NLL of softmax(z / T) over T > 0"),
-         ece_before=Expected(lambda: _ch01_ts_limits("ece_before"), hint="15 equal-width bins, l1"),
-         ece_after=Expected(lambda: _ch01_ts_limits("ece_after"), rtol=1e-4, hint="15 equal-width bins, l1"))
+                              hint="temperature scaling fitted by likelihood"),
+         ece_before=Expected(lambda: _ch01_ts_limits("ece_before"), hint="top-label ECE, equal-width bins"),
+         ece_after=Expected(lambda: _ch01_ts_limits("ece_after"), rtol=1e-4, hint="top-label ECE, equal-width bins"))
 register("ch01-ex-hidden-bin", "01-measuring-calibration",
-         right_closed=Expected(lambda: _ch01_hidden_bin("right_closed"), hint="both samples share the bin (14/15, 1]"),
-         torchmetrics=Expected(lambda: _ch01_hidden_bin("torchmetrics"), hint="1.0 is a bin of its own"))
+         right_closed=Expected(lambda: _ch01_hidden_bin("right_closed"),
+                               hint="which bin a confidence of exactly 1 falls into"),
+         torchmetrics=Expected(lambda: _ch01_hidden_bin("torchmetrics"), hint="the binning convention of torchmetrics"))
 
 
 # --- 02 The focal-loss gradient ----------------------------------------------------------------------------------
 
 register("ex-g-gamma-one", "02-focal-gradient",
-         threshold=Expected(lambda: _sympy().exp(-1), hint="solve g(p, 1) = 1 on (0, 1/2)"),
-         argmax=Expected(lambda: _sympy().exp(-2), hint="where does dg/dp vanish?"),
-         maximum=Expected(lambda: 1 + _sympy().exp(-2), hint="g at its argmax"))
+         threshold=Expected(lambda: _sympy().exp(-1), hint="where focal loss's gradient equals cross-entropy's"),
+         argmax=Expected(lambda: _sympy().exp(-2), hint="the peak of the gradient factor"),
+         maximum=Expected(lambda: 1 + _sympy().exp(-2), hint="the peak of the gradient factor"))
 register("ex-g-near-one", "02-focal-gradient",
          limit=Expected(lambda: 1 + _sympy().Symbol("gamma", nonnegative=True),
-                        hint="the limit of g(p, gamma)/(1-p)^gamma as p -> 1, in terms of gamma"))
+                        hint="how fast the gradient factor vanishes near p = 1"))
 
 
 def _entropy_bound_part(part):
@@ -273,14 +275,14 @@ def _entropy_bound_part(part):
 
 
 register("ex-entropy-bound", "02-focal-gradient",
-         focal_loss=Expected(lambda: _entropy_bound_part("focal_loss"), hint="-(1 - p_y)^gamma log p_y, gamma = 2"),
-         kl=Expected(lambda: _entropy_bound_part("kl"), hint="KL(eta || p_hat) for a one-hot eta"),
-         entropy=Expected(lambda: _entropy_bound_part("entropy"), hint="natural logarithms"),
-         bound=Expected(lambda: _entropy_bound_part("bound"), hint="KL - gamma H, gamma = 2"),
+         focal_loss=Expected(lambda: _entropy_bound_part("focal_loss"), hint="the focal loss of one prediction"),
+         kl=Expected(lambda: _entropy_bound_part("kl"), hint="the KL divergence from a one-hot target"),
+         entropy=Expected(lambda: _entropy_bound_part("entropy"), hint="the entropy of the prediction"),
+         bound=Expected(lambda: _entropy_bound_part("bound"), hint="Mukhoti et al.'s bound, Eq. 2"),
          bernoulli_gap=Expected(lambda: _entropy_bound_part("bernoulli_gap"),
-                                hint="(1 - p)^gamma - (1 - gamma p) at p = 0.6, gamma = 1/2"),
+                                hint="Bernoulli's inequality"),
          slope=Expected(lambda: _entropy_bound_part("slope"),
-                        hint="differentiate D(p, gamma) in gamma and set gamma = 0; an expression in p"))
+                        hint="the first-order effect of gamma"))
 
 
 # --- 03 Choosing gamma -------------------------------------------------------------------------------------------
@@ -297,10 +299,11 @@ def _near_half_slope():
 
 
 register("ex-gamma-star-point-three", "03-choosing-gamma",
-         gamma=Expected(lambda: _gamma_star(0.3), rtol=1e-8, hint="the lower branch (k = -1) of Lambert W"),
-         principal=Expected(lambda: 0.0, atol=1e-8, hint="evaluate Eq. 12 with branch k = 0"))
+         gamma=Expected(lambda: _gamma_star(0.3), rtol=1e-8,
+                        hint="the branch of Lambert W that gives a positive gamma"),
+         principal=Expected(lambda: 0.0, atol=1e-8, hint="the other branch of Lambert W"))
 register("ex-gamma-star-near-half", "03-choosing-gamma",
-         slope=Expected(_near_half_slope, hint="the limit of gamma*(p0)/(1/2 - p0) as p0 -> 1/2"))
+         slope=Expected(_near_half_slope, hint="the behaviour of gamma* near p0 = 1/2"))
 
 
 def _design_schedule(part):
@@ -326,13 +329,13 @@ def _flsd532(part):
 
 register("ex-design-schedule", "03-choosing-gamma",
          gammas=Expected(lambda: _design_schedule("gammas"), rtol=1e-8,
-                         hint="gamma*(0.1), gamma*(0.15) and gamma*(0.2), in the order of the bins"),
+                         hint="Prop. 2's gamma for each bin"),
          upweighted_to=Expected(lambda: _design_schedule("upweighted_to"), rtol=1e-8,
-                                hint="where the effective g crosses 1"))
+                                hint="the samples a schedule up-weights"))
 register("ex-flsd532", "03-choosing-gamma",
          intervals=Expected(lambda: _flsd532("intervals"), rtol=1e-8,
-                            hint="an array of (lo, hi) rows: the thresholds of gamma = 5 and 3, clipped to their bins"),
-         same_as_flsd53=Expected(lambda: _flsd532("same"), hint="compare with FLSD-53's intervals"))
+                            hint="the samples each part of a schedule up-weights, as (lo, hi) rows"),
+         same_as_flsd53=Expected(lambda: _flsd532("same"), hint="what FLSD-53 already up-weights"))
 
 
 # --- 04 Weight magnification in a linear model -------------------------------------------------------------------
@@ -389,24 +392,26 @@ def _stationary_gradients():
 
 register("ch04-ex-log-growth", "04-linear-toy",
          margin=Expected(_separable_margin, rtol=1e-4,
-                         hint="the largest, over unit vectors u, of the smallest margin (2y - 1) u.x"),
+                         hint="the maximum-margin separator through the origin"),
          per_decade=Expected(lambda: float(_sympy().log(10)) / _separable_margin(), rtol=1e-4,
-                             hint="||w_hat|| log 10, with ||w_hat|| = 1 / (max-margin)"))
+                             hint="the implicit bias of gradient descent on separable data"))
 register("ch04-ex-stationary", "04-linear-toy",
          fl_gradient=Expected(lambda: _stationary_gradients()[0], rtol=0, atol=1e-8,
-                              hint="g(p, 1) times the cross-entropy gradient, averaged over the training points"),
+                              hint="the stationarity of the focal risk"),
          ce_along_w=Expected(lambda: _stationary_gradients()[1], rtol=1e-6, atol=1e-12,
-                             hint="(1/n) sum (sigma(z) - y) x, projected on w / ||w||"))
+                             hint="the cross-entropy gradient at focal loss's solution"))
 register("ch04-ex-noise", "04-linear-toy",
-         ratio=Expected(lambda: _toy_ratio(half_side=4.0), rtol=1e-4, hint="the mean over seeds 0-4 of ||w_CE|| / ||w_FL||"),
-         above_90_ce=Expected(lambda: _toy_above_90("ce", half_side=4.0), rtol=0, atol=1e-3,
-                              hint="a share in [0, 1], the mean over seeds 0-4"))
+         ratio=Expected(lambda: _toy_ratio(half_side=4.0), rtol=1e-4,
+                        hint="weight magnification, averaged over the exercise's seeds"),
+         above_90_ce=Expected(lambda: _toy_above_90("ce", half_side=4.0), rtol=1e-4, atol=0,
+                              hint="a share in [0, 1]: how often the model is very confident"))
 register("ch04-ex-more-noise", "04-linear-toy",
-         ratio=Expected(lambda: _toy_ratio(noise=0.2), rtol=1e-4, hint="the mean over seeds 0-4 of ||w_CE|| / ||w_FL||"),
-         above_90_ce=Expected(lambda: _toy_above_90("ce", noise=0.2), rtol=0, atol=1e-3,
-                              hint="a share in [0, 1], the mean over seeds 0-4"),
-         above_90_fl=Expected(lambda: _toy_above_90("fl", noise=0.2), rtol=0, atol=1e-3,
-                              hint="a share in [0, 1], the mean over seeds 0-4"))
+         ratio=Expected(lambda: _toy_ratio(noise=0.2), rtol=1e-4,
+                        hint="weight magnification, averaged over the exercise's seeds"),
+         above_90_ce=Expected(lambda: _toy_above_90("ce", noise=0.2), rtol=1e-4, atol=0,
+                              hint="a share in [0, 1]: how often the model is very confident"),
+         above_90_fl=Expected(lambda: _toy_above_90("fl", noise=0.2), rtol=1e-4, atol=0,
+                              hint="a share in [0, 1]: how often the model is very confident"))
 
 
 def _toy_ratio_interval(seeds):
@@ -417,13 +422,14 @@ def _toy_ratio_interval(seeds):
 
 register("ch04-ex-other-draws", "04-linear-toy",
          low=Expected(lambda: _toy_ratio_interval(range(100, 105)).low, rtol=1e-4,
-                      hint="mean - t(0.975, 4) s / sqrt(5), s with ddof = 1"),
+                      hint="a t interval over seeds"),
          high=Expected(lambda: _toy_ratio_interval(range(100, 105)).high, rtol=1e-4,
-                       hint="mean + t(0.975, 4) s / sqrt(5), s with ddof = 1"))
+                       hint="a t interval over seeds"))
 register("ch04-ex-gamma", "04-linear-toy",
-         ratio=Expected(lambda: _toy_ratio(gamma=2.0), rtol=1e-4, hint="the mean over seeds 0-4 of ||w_CE|| / ||w_FL||"),
+         ratio=Expected(lambda: _toy_ratio(gamma=2.0), rtol=1e-4,
+                        hint="weight magnification, averaged over the exercise's seeds"),
          median_fl=Expected(lambda: _toy_median("fl", gamma=2.0), rtol=1e-4,
-                            hint="the median confidence of focal loss's mistakes, averaged over seeds 0-4"))
+                            hint="how confident the wrong predictions are"))
 
 
 # --- 05 Miscalibration during training ---------------------------------------------------------------------------
@@ -445,7 +451,7 @@ def _last_layer_gradient_norm():
 
 register("ch05-ex-prop1-check", "05-miscalibration-dynamics",
          norm=Expected(_last_layer_gradient_norm, rtol=1e-9,
-                       hint="||delta|| sqrt(||h||^2 + 1), delta = g(p, 3) (softmax(z) - e_y)"))
+                       hint="Prop. 1: the last layer's gradient factorises"))
 
 
 # --- 06 What focal loss estimates --------------------------------------------------------------------------------
@@ -483,11 +489,12 @@ register("ch06-ex-thresholds", "06-focal-loss-is-not-proper",
                          hint="the under-confidence threshold: where focal loss's gradient equals cross-entropy's"))
 register("ch06-ex-minimal-k", "06-focal-loss-is-not-proper",
          k_min=Expected(lambda: __import__("numpy").floor(1 / _tau_oc([1.0, 2.0, 3.0, 4.0, 5.0])) + 1, rtol=0,
-                        atol=0.5, close_digits=None, hint="the smallest integer K with 1/K < tau_oc, one per gamma"))
+                        atol=0.5, close_digits=None,
+                        hint="the uniform prediction against the over-confidence threshold"))
 register("ch06-ex-float32", "06-focal-loss-is-not-proper",
-         d_top=Expected(lambda: _float32_thresholds()[0], rtol=1e-4, hint="when does 1 + e^-d round to 1 in float32?"),
+         d_top=Expected(lambda: _float32_thresholds()[0], rtol=1e-4, hint="the machine epsilon of float32"),
          d_zero=Expected(lambda: _float32_thresholds()[1], rtol=1e-4,
-                         hint="when does e^-d round to 0 in float32 (think of subnormals)?"))
+                         hint="the smallest float32 and underflow"))
 
 
 # --- Chapter 10's stored grid, which the exercises of chapters 07 and 10 read ---------------------------------------
@@ -598,28 +605,31 @@ def _stored_focal(metric):
 
 
 register("ch07-ex-prop1-logit", "07-focal-calibration-map",
-         s_star=Expected(_focal_logit_inflection, rtol=1e-8, hint="the sign change of d2L/ds2 for gamma = 2"))
+         s_star=Expected(_focal_logit_inflection, rtol=1e-8, hint="convexity of the loss as a function of the logit"))
 register("ch07-ex-prop2-eighty", "07-focal-calibration-map",
-         q_star=Expected(_eighty_twenty, rtol=1e-8, hint="the root of p_hat_2(q) = 0.8 in (0.5, 0.8)"))
+         q_star=Expected(_eighty_twenty, rtol=1e-8, hint="the focal-optimal prediction for a known posterior"))
 register("ch07-ex-beta0", "07-focal-calibration-map",
          df0=Expected(lambda: __import__("calib.symbolic", fromlist=["x"]).focal_calibration_on_logits()["df_at_0"],
-                      hint="differentiate f_gamma(s) and set s = 0; simplify the logarithms"),
-         inv_beta0=Expected(lambda: _inverse_beta0(1.0), rtol=1e-8, hint="1 / (gamma + 1 - f'(0)) at gamma = 1"))
+                      hint="the slope of the focal calibration map at the decision boundary"),
+         inv_beta0=Expected(lambda: _inverse_beta0(1.0), rtol=1e-8,
+                            hint="the effective temperature at the decision boundary"))
 register("ch07-ex-line-cost", "07-focal-calibration-map",
-         grid=Expected(_grid_evaluations, rtol=0, atol=0.5, close_digits=None, hint="every (gamma, T) pair"),
+         grid=Expected(_grid_evaluations, rtol=0, atol=0.5, close_digits=None, hint="the size of a grid search"),
          line=Expected(_line_search_evaluations, rtol=0, atol=0.5, close_digits=None,
-                       hint="the two anchors' T searches, then the points on the line"))
+                       hint="the cost of a line search against a grid"))
 register("ch07-ex-planted", "07-focal-calibration-map",
-         gamma=Expected(lambda: 1.0, atol=1e-9, hint="the gamma planted in the logits"),
-         temperature=Expected(lambda: 0.5, atol=1e-9, hint="the temperature planted in the logits"))
+         gamma=Expected(lambda: 1.0, atol=1e-9, hint="identifiability of the focal temperature map"),
+         temperature=Expected(lambda: 0.5, atol=1e-9, hint="identifiability of the focal temperature map"))
 register("ch07-ex-stored-focal", "07-focal-calibration-map",
          ece=Expected(lambda: _stored_focal("ece"), rtol=1e-6, atol=1e-9, accept=_official_equal_mass_bins,
                       accepts="6 significant digits, with calib's 15 equal-mass bins (sorted confidences cut into "
                               "15 parts whose sizes differ by at most 1) or the official code's (edges interpolated "
                               "between sorted confidences)",
                       hint="top-label ECE with equal-mass bins; order softmax, Psi^3, FTS (line search)"),
-         nll=Expected(lambda: _stored_focal("nll"), rtol=1e-6, atol=1e-9, hint="order softmax, Psi^3, FTS"),
-         accuracy=Expected(lambda: _stored_focal("accuracy"), rtol=0, atol=1e-9, hint="order softmax, Psi^3, FTS"))
+         nll=Expected(lambda: _stored_focal("nll"), rtol=1e-6, atol=1e-9,
+                      hint="the negative log-likelihood, order softmax, Psi^3, FTS"),
+         accuracy=Expected(lambda: _stored_focal("accuracy"), rtol=0, atol=1e-9,
+                           hint="the negative log-likelihood, order softmax, Psi^3, FTS"))
 
 
 # --- 08 Soft calibration objectives ------------------------------------------------------------------------------
@@ -701,17 +711,17 @@ def _ch08_sbece_interval():
 
 
 register("ch08-ex-edge-bins", "08-soft-calibration-objectives",
-         mode_2=Expected(lambda: _ch08_mode(2), rtol=1e-8, hint="solve xi_bar(c) = xi_2 by bisection or brentq"),
-         mode_8=Expected(lambda: _ch08_mode(8), rtol=1e-8, hint="the centre bin: use the symmetry c -> 1 - c"))
+         mode_2=Expected(lambda: _ch08_mode(2), rtol=1e-8, hint="where a soft bin's membership peaks"),
+         mode_8=Expected(lambda: _ch08_mode(8), rtol=1e-8, hint="the symmetry of the bins about 1/2"))
 register("ch08-ex-sbece-train", "08-soft-calibration-objectives",
          interval=interval_claim(_ch08_sbece_interval,
                                  hint="a paired interval over seeds of the difference ECE(beta = 1) - ECE(beta = 0)"),
          verdict=Expected(lambda: verdict_of(_ch08_sbece_interval()), close_digits=None,
                           hint="which side of zero the interval lies on: 'lower', 'higher' or 'no difference'"))
 register("ch08-ex-large-t", "08-soft-calibration-objectives",
-         bin_limit=Expected(lambda: _ch08_large_t("bin"), rtol=1e-6, hint="|mean accuracy - mean confidence|"),
+         bin_limit=Expected(lambda: _ch08_large_t("bin"), rtol=1e-6, hint="what every soft bin becomes as T grows"),
          lb_limit=Expected(lambda: _ch08_large_t("label"), rtol=1e-6,
-                           hint="the squared calibration-in-the-large plus the variance of the confidences"))
+                           hint="the label-binned estimator as T grows"))
 
 
 # --- 09 Reweighted risk ------------------------------------------------------------------------------------------
@@ -775,23 +785,25 @@ def _ch09_smallest_k_code_differs_from_eq24():
 
 
 register("ex-ch09-harmonic", "09-reweighted-risk",
-         weights=Expected(_ch09_au_exact, rtol=1e-10, hint="H_n - H_(max(r, n-m+1) - 1), by descending rank r"),
-         mean=Expected(lambda: float(_ch09_au_exact().mean()), rtol=1e-10, hint="m/n"))
+         weights=Expected(_ch09_au_exact, rtol=1e-10, hint="the exact AURC weights by rank"),
+         mean=Expected(lambda: float(_ch09_au_exact().mean()), rtol=1e-10, hint="the mean weight of the AURC loss"))
 register("ex-ch09-rho", "09-reweighted-risk",
-         ce=Expected(lambda: _ch09_hierarchy(1.5).ce, rtol=1e-8, hint="the l_rho norm of the error vector, K = 2"),
+         ce=Expected(lambda: _ch09_hierarchy(1.5).ce, rtol=1e-8, hint="the l_rho calibration error of Def. 3.6"),
          cwece=Expected(lambda: _ch09_hierarchy(1.5).cwece, rtol=1e-8,
-                        hint="Def. 3.7 averages |error|^rho over the classes before the root"),
+                        hint="the class-wise calibration error of Def. 3.7"),
          holds_only_at=Expected(_ch09_printed_bound_holds_only_at, rtol=1e-9,
-                                hint="compare 2^(1/rho) with 2"))
+                                hint="the constant of the printed bound"))
 register("ex-ch09-ifl", "09-reweighted-risk",
-         low=Expected(lambda: _ch09_ifl("low"), rtol=1e-8, hint="the smaller root of 1 + p + gamma p log p"),
-         high=Expected(lambda: _ch09_ifl("high"), rtol=1e-8, hint="the larger root of 1 + p + gamma p log p"),
-         maximum=Expected(lambda: _ch09_ifl("maximum"), rtol=1e-7, hint="maximise dl/dp between the roots"))
+         low=Expected(lambda: _ch09_ifl("low"), rtol=1e-8, hint="where the inverse-focal gradient changes sign"),
+         high=Expected(lambda: _ch09_ifl("high"), rtol=1e-8, hint="where the inverse-focal gradient changes sign"),
+         maximum=Expected(lambda: _ch09_ifl("maximum"), rtol=1e-7,
+                          hint="the largest positive gradient of the inverse focal loss"))
 register("ex-ch09-dual-binary", "09-reweighted-risk",
          code=Expected(lambda: _ch09_dual("official"), rtol=1e-10,
-                       hint="the largest probability strictly below p_y; 0 if there is none"),
-         eq24=Expected(lambda: _ch09_dual("competitor"), rtol=1e-10, hint="the largest other probability"),
-         smallest_k=Expected(_ch09_smallest_k_code_differs_from_eq24, hint="does K = 2 already allow it?"))
+                       hint="the released code's reading of the dual focal loss"),
+         eq24=Expected(lambda: _ch09_dual("competitor"), rtol=1e-10, hint="the paper's Eq. 24"),
+         smallest_k=Expected(_ch09_smallest_k_code_differs_from_eq24,
+                             hint="when ties and ranks differ between the two readings"))
 
 
 # --- 10 The benchmark --------------------------------------------------------------------------------------------
