@@ -41,6 +41,9 @@ class Expected:
         when the answer is one of the valid ones; the expected value is then the reference the rule names.
     accepts : str
         The valid answers in words, for :func:`calib_book.exercises.rule` (with ``accept``).
+    exact : bool
+        The part asks for a closed form: only a sympy expression equal to the expected one is ``right``; a decimal
+        number (which the chapter may print) is at best ``close``.
     """
 
     compute: Callable[[], Any]
@@ -51,6 +54,7 @@ class Expected:
     points: int = 1
     accept: Callable[[Any, Any], bool] | None = None
     accepts: str = ""
+    exact: bool = False
 
 
 @dataclass(frozen=True)
@@ -246,9 +250,9 @@ register("ch01-ex-hidden-bin", "01-measuring-calibration",
 # --- 02 The focal-loss gradient ----------------------------------------------------------------------------------
 
 register("ex-g-gamma-one", "02-focal-gradient",
-         threshold=Expected(lambda: _sympy().exp(-1), hint="where focal loss's gradient equals cross-entropy's"),
-         argmax=Expected(lambda: _sympy().exp(-2), hint="the peak of the gradient factor"),
-         maximum=Expected(lambda: 1 + _sympy().exp(-2), hint="the peak of the gradient factor"))
+         threshold=Expected(lambda: _sympy().exp(-1), exact=True, hint="where focal loss's gradient equals cross-entropy's"),
+         argmax=Expected(lambda: _sympy().exp(-2), exact=True, hint="the peak of the gradient factor"),
+         maximum=Expected(lambda: 1 + _sympy().exp(-2), exact=True, hint="the peak of the gradient factor"))
 register("ex-g-near-one", "02-focal-gradient",
          limit=Expected(lambda: 1 + _sympy().Symbol("gamma", nonnegative=True),
                         hint="how fast the gradient factor vanishes near p = 1"))
@@ -303,7 +307,7 @@ register("ex-gamma-star-point-three", "03-choosing-gamma",
                         hint="the branch of Lambert W that gives a positive gamma"),
          principal=Expected(lambda: 0.0, atol=1e-8, hint="the other branch of Lambert W"))
 register("ex-gamma-star-near-half", "03-choosing-gamma",
-         slope=Expected(_near_half_slope, hint="the behaviour of gamma* near p0 = 1/2"))
+         slope=Expected(_near_half_slope, exact=True, hint="the behaviour of gamma* near p0 = 1/2"))
 
 
 def _design_schedule(part):

@@ -62,6 +62,8 @@ def rule(label: str) -> dict[str, str]:
 
 
 def _rule_text(spec: Expected) -> str:
+    if spec.exact:
+        return "right: the closed form, as a sympy expression; close: a decimal value to 3 or more significant digits"
     if spec.accept is not None:
         return f"right: {spec.accepts}"
     if spec.rtol == 0:
@@ -171,6 +173,8 @@ def _compare(name: str, given, expected, spec: Expected) -> PartResult:
     hint = f"; {spec.hint}" if spec.hint else ""
     if _is_symbolic(expected) or _is_symbolic(given):
         return _compare_symbolic(name, given, expected, spec, hint)
+    if spec.exact:
+        return _compare_exact(name, given, expected, spec, hint)
     if isinstance(expected, (bool, np.bool_)) or isinstance(expected, str):
         same = (str(given).strip().lower() == expected.strip().lower()) if isinstance(expected, str) \
             else (isinstance(given, (bool, np.bool_)) and bool(given) == bool(expected))
@@ -204,6 +208,19 @@ def _significant_digits_agreed(given: np.ndarray, expected: np.ndarray) -> int:
     while k < 15 and np.all(error <= 0.5 * 10.0 ** (-k) * (1 + 1e-9)):
         k += 1
     return k
+
+
+def _compare_exact(name, given, expected, spec, hint) -> PartResult:
+    """A part that asks for a closed form: a sympy expression equal to it is right, a decimal at best close."""
+    import sympy
+
+    if isinstance(given, sympy.Basic):
+        same = sympy.simplify(given - expected) == 0
+        return PartResult(name, "right" if same else "wrong", "" if same else hint.removeprefix("; "))
+    numeric = _compare(name, given, float(expected), Expected(spec.compute, spec.rtol, spec.atol, spec.close_digits))
+    if numeric.verdict == "wrong":
+        return PartResult(name, "wrong", hint.removeprefix("; "))
+    return PartResult(name, "close", "the value agrees; the question asks for the closed form (a sympy expression)")
 
 
 def _is_symbolic(value) -> bool:
