@@ -528,11 +528,11 @@ def benchmark_runs():
 # --- 07 The focal calibration map --------------------------------------------------------------------------------
 
 def _focal_logit_inflection():
-    """The logit s* where d^2/ds^2 of -(1 - sigmoid(s))^2 log sigmoid(s) changes sign (sympy, by bisection)."""
+    """The logit s* where d^2/ds^2 of -(1 - sigmoid(s))^3 log sigmoid(s) changes sign (sympy, by bisection)."""
     sp = _sympy()
     s = sp.Symbol("s", real=True)
     p = 1 / (1 + sp.exp(-s))
-    return float(sp.nsolve(sp.diff(-(1 - p) ** 2 * sp.log(p), s, 2), s, (-4, -2), solver="bisect", tol=1e-20))
+    return float(sp.nsolve(sp.diff(-(1 - p) ** 3 * sp.log(p), s, 2), s, (-4, -1), solver="bisect", tol=1e-20))
 
 
 def _eighty_twenty():
@@ -540,7 +540,7 @@ def _eighty_twenty():
 
     from calib.focal import focal_optimal_prediction
 
-    return float(focal_optimal_prediction(np.array([0.8, 0.2]), 2.0)[0])
+    return float(focal_optimal_prediction(np.array([0.7, 0.3]), 3.0)[0])
 
 
 def _inverse_beta0(gamma):
