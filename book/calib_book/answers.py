@@ -771,7 +771,7 @@ def _ch09_ifl(part, gamma=6.0):
 def _ch09_dual(variant):
     from calib.selective import dual_focal_weight
 
-    return float(dual_focal_weight([[0.7, 0.3]], [1], 3.0, variant)[0])
+    return float(dual_focal_weight([[0.65, 0.35]], [1], 3.0, variant)[0])
 
 
 def _ch09_smallest_k_code_differs_from_eq24():
