@@ -440,7 +440,7 @@ register("ch04-ex-gamma", "04-linear-toy",
 
 def _last_layer_gradient_norm():
     """Autograd's norm of the focal-loss (gamma = 3) gradient with respect to the last layer (weights and bias) of
-    the chapter's MLP at its seed-0 initial weights, in float64, for the seed-0 standard-normal input labelled 3."""
+    the chapter's MLP at its seed-0 initial weights, in float64, for the seed-0 standard-normal input labelled 7."""
     import torch
 
     from calib.losses import get_loss
@@ -448,7 +448,7 @@ def _last_layer_gradient_norm():
 
     net = build_model("mlp-256-256", (1, 28, 28), 10, seed=0).double().eval()
     x = torch.randn(1, 1, 28, 28, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    get_loss("fl-3")(net(x), torch.tensor([3])).backward()
+    get_loss("fl-3")(net(x), torch.tensor([7])).backward()
     head = split_last_layer(net)[1]
     return float(torch.sqrt(head.weight.grad.pow(2).sum() + head.bias.grad.pow(2).sum()))
 
