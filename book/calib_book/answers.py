@@ -85,8 +85,8 @@ def register(label: str, chapter: str, **parts: Expected) -> Exercise:
 
 def interval_within_seed_noise(reference, given) -> bool:
     """The rule for an interval a training exercise claims: ``given = (low, high)`` is right when its centre lies
-    inside the reference interval's half-width of the reference centre (the difference seed noise and another
-    machine's arithmetic explain) and its width is within a factor 2 of the reference width. The reference is
+    within a quarter of the reference interval's width of the reference centre (what seed noise and another
+    machine's arithmetic explain) and its width is within a factor 1.5 of the reference width. The reference is
     the key's own rerun of the exercise's runs (or the stored runs)."""
     import numpy as np
 
@@ -94,9 +94,9 @@ def interval_within_seed_noise(reference, given) -> bool:
     ref_low, ref_high = (float(v) for v in np.asarray(reference, dtype=float).ravel())
     if not low <= high:
         return False
-    half = (ref_high - ref_low) / 2
-    centred = abs((low + high) / 2 - (ref_low + ref_high) / 2) <= half
-    return bool(centred and 0.5 * 2 * half <= high - low <= 2 * 2 * half)
+    width = ref_high - ref_low
+    centred = abs((low + high) / 2 - (ref_low + ref_high) / 2) <= width / 4
+    return bool(centred and width / 1.5 <= high - low <= 1.5 * width)
 
 
 def interval_claim(reference: Callable[[], Any], hint: str, points: int = 2) -> Expected:
@@ -104,8 +104,8 @@ def interval_claim(reference: Callable[[], Any], hint: str, points: int = 2) -> 
     :func:`interval_within_seed_noise` against ``reference()``."""
     return Expected(reference, rtol=1e-6, atol=1e-9, close_digits=None, hint=hint, points=points,
                     accept=interval_within_seed_noise,
-                    accepts="an interval (low, high) whose centre is within seed noise (the reference interval's "
-                            "half-width) of the runs' and whose width is within a factor 2 of theirs")
+                    accepts="an interval (low, high) whose centre is within seed noise (a quarter of the reference "
+                            "interval's width) of the runs' and whose width is within a factor 1.5 of theirs")
 
 
 def verdict_of(interval) -> str:
