@@ -34,7 +34,8 @@ from calib.toy_data import (THREE_CLASS_1D, LinearToy, gaussian_1d_joint, gaussi
                             gaussian_mixture_means, make_gaussian_1d, make_gaussian_mixture, make_linear_toy,
                             separability_through_origin)
 
-__all__ = ["Dataset", "DATASETS", "SPLITS", "load_dataset", "dataset_names", "validation_split", "TensorLoader"]
+__all__ = ["Dataset", "DATASETS", "SPLITS", "load_dataset", "dataset_names", "validation_split", "TensorLoader",
+           "CORRUPTIONS", "corrupt_images"]
 
 # ------------------------------------------------------------------------------------ splits, Dataset
 
@@ -365,3 +366,53 @@ class TensorLoader:
                 xb = self._crop_flip(xb, shifts[sl, 0].to(self.device), shifts[sl, 1].to(self.device),
                                      flips[sl].to(self.device))
             yield self._prepare(xb), self.y[idx]
+
+
+#: The corruptions of :func:`corrupt_images` and their parameter at severities 1-5, after Hendrycks & Dietterich
+#: (2019), "Benchmarking neural network robustness to common corruptions and perturbations", App. A (the noise
+#: standard deviation, the blur's Gaussian standard deviation in pixels, the contrast factor).
+CORRUPTIONS = {"gaussian-noise": (0.08, 0.12, 0.18, 0.26, 0.38), "gaussian-blur": (0.5, 0.75, 1.0, 1.5, 2.0),
+               "contrast": (0.4, 0.3, 0.2, 0.1, 0.05)}
+
+
+def corrupt_images(images, kind: str, severity: int, seed: int = 0) -> np.ndarray:
+    """A shifted copy of ``images`` for calibration under dataset shift: Gaussian noise, Gaussian blur or reduced
+    contrast at severity 1-5 (Hendrycks & Dietterich 2019, App. A), deterministic given ``seed``, no download.
+
+    Parameters
+    ----------
+    images : array of shape (..., H, W)
+        Pixel intensities in [0, 1] (e.g. Fashion-MNIST's uint8 pixels divided by 255), before normalisation.
+    kind : {"gaussian-noise", "gaussian-blur", "contrast"}
+        ``x + N(0, s^2)``; ``x`` convolved with a Gaussian of standard deviation ``s`` pixels per image;
+        ``(x - mean(x)) c + mean(x)`` with each image's own mean.
+    severity : int
+        1 (mild) to 5 (severe): the parameter is ``CORRUPTIONS[kind][severity - 1]``.
+    seed : int
+        Seeds the noise (the other two are deterministic).
+
+    Returns
+    -------
+    ndarray, float64, the shape of ``images``
+        The corrupted images, clipped to [0, 1] as an image is (the corruption's definition, as in the paper).
+    """
+    x = np.asarray(images, dtype=np.float64)
+    if x.ndim < 2 or not np.all(np.isfinite(x)) or x.size == 0 or x.min() < 0 or x.max() > 1:
+        raise ValueError("images must be a non-empty array of shape (..., H, W) with finite intensities in [0, 1]; "
+                         "divide uint8 pixels by 255 before corrupting, and normalise afterwards.")
+    if kind not in CORRUPTIONS:
+        raise ValueError(f"kind={kind!r} is not a corruption; choose one of {', '.join(CORRUPTIONS)}.")
+    severity = check_int(severity, "severity", minimum=1)
+    if severity > 5:
+        raise ValueError(f"severity={severity} is out of range; severities are 1 (mild) to 5 (severe).")
+    level = CORRUPTIONS[kind][severity - 1]
+    if kind == "gaussian-noise":
+        out = x + np.random.default_rng(seed).normal(0.0, level, size=x.shape)
+    elif kind == "gaussian-blur":
+        from scipy.ndimage import gaussian_filter
+
+        out = gaussian_filter(x, sigma=[0] * (x.ndim - 2) + [level, level], mode="nearest")
+    else:
+        mean = x.mean(axis=(-2, -1), keepdims=True)
+        out = (x - mean) * level + mean
+    return np.clip(out, 0.0, 1.0)

@@ -15,8 +15,10 @@ The book's own solutions end with ``check(..., strict=True)``: a solution whose 
 
 Answers are compared by kind:
 
-- numbers and arrays: ``right`` within ``rtol``/``atol``, ``close`` within ``close_factor`` times those
-  (a rounding or precision slip), else ``wrong``; a shape that differs is ``wrong``;
+- numbers and arrays: ``right`` within ``rtol``/``atol`` (the precision the question asks for), ``close`` when
+  the answer is the expected value correctly rounded to at least ``close_digits`` significant digits (an error
+  that rounding explains), else ``wrong``; a shape that differs is ``wrong``. A part with several valid answers
+  (a bound) is ``right`` for any of them. ``rule(label)`` states each part's rule;
 - sympy expressions: ``right`` when the difference simplifies to 0, else ``wrong``; a plain number against a
   symbolic value is compared numerically;
 - booleans, integers and strings: equal or not (strings ignore case and surrounding blanks).
@@ -32,8 +34,8 @@ import numpy as np
 
 from calib_book.answers import EXERCISES, Exercise, Expected, register  # noqa: F401 - register: for new keys
 
-__all__ = ["ExerciseError", "PartResult", "CheckResult", "check", "labels", "parts_of", "LEVELS", "ExerciseEntry",
-           "exercises_in", "solution_text"]
+__all__ = ["ExerciseError", "PartResult", "CheckResult", "check", "labels", "parts_of", "rule", "LEVELS",
+           "ExerciseEntry", "exercises_in", "solution_text"]
 
 
 class ExerciseError(AssertionError):
@@ -52,6 +54,29 @@ def labels(chapter: str | None = None) -> list[str]:
 def parts_of(label: str) -> list[str]:
     """The names of the parts ``check(label, ...)`` accepts."""
     return list(_exercise(label).parts)
+
+
+def rule(label: str) -> dict[str, str]:
+    """How ``check`` grades each part of exercise ``label``, in words (part name -> rule); never the answer."""
+    return {name: _rule_text(spec) for name, spec in _exercise(label).parts.items()}
+
+
+def _rule_text(spec: Expected) -> str:
+    if spec.exact:
+        return "right: the closed form, as a sympy expression; close: a decimal value to 3 or more significant digits"
+    if spec.accept is not None:
+        return f"right: {spec.accepts}"
+    if spec.rtol == 0:
+        right = "right: exact" if spec.atol >= 0.5 else f"right: within {spec.atol:.0e} absolute"
+    else:
+        right = f"right: {_digits(spec.rtol)} significant digits (relative error <= {spec.rtol:.0e})"
+    if spec.close_digits is None or spec.rtol == 0 or spec.close_digits >= _digits(spec.rtol):
+        return right + "; no close band"
+    return right + f"; close: correctly rounded to {spec.close_digits} or more significant digits"
+
+
+def _digits(rtol: float) -> int:
+    return max(1, int(round(-np.log10(rtol)))) if rtol > 0 else 16
 
 
 @dataclass
@@ -148,6 +173,8 @@ def _compare(name: str, given, expected, spec: Expected) -> PartResult:
     hint = f"; {spec.hint}" if spec.hint else ""
     if _is_symbolic(expected) or _is_symbolic(given):
         return _compare_symbolic(name, given, expected, spec, hint)
+    if spec.exact:
+        return _compare_exact(name, given, expected, spec, hint)
     if isinstance(expected, (bool, np.bool_)) or isinstance(expected, str):
         same = (str(given).strip().lower() == expected.strip().lower()) if isinstance(expected, str) \
             else (isinstance(given, (bool, np.bool_)) and bool(given) == bool(expected))
@@ -161,12 +188,39 @@ def _compare(name: str, given, expected, spec: Expected) -> PartResult:
         return PartResult(name, "wrong", f"shape {g.shape}, expected shape {e.shape}")
     if not np.all(np.isfinite(g)):
         return PartResult(name, "wrong", "the answer holds a nan or an infinity")
+    if spec.accept is not None and spec.accept(expected, given):
+        return PartResult(name, "right")
     if np.allclose(g, e, rtol=spec.rtol, atol=spec.atol):
         return PartResult(name, "right")
-    if np.allclose(g, e, rtol=spec.rtol * spec.close_factor, atol=spec.atol * spec.close_factor):
-        return PartResult(name, "close", f"agrees to about {spec.rtol * spec.close_factor:.0e}, not to "
-                                         f"{spec.rtol:.0e}: carry more digits or compute in float64{hint}")
+    agreed = _significant_digits_agreed(g, e)
+    if spec.close_digits is not None and spec.rtol > 0 and agreed >= spec.close_digits:
+        return PartResult(name, "close", f"right to {agreed} significant digits, the check asks for "
+                                         f"{_digits(spec.rtol)}: carry more digits or compute in float64{hint}")
     return PartResult(name, "wrong", hint.removeprefix("; "))
+
+
+def _significant_digits_agreed(given: np.ndarray, expected: np.ndarray) -> int:
+    """The most significant digits k (up to 15) such that every entry of ``given`` is within half a unit in the
+    k-th significant digit of ``expected`` (a correct rounding of it to k digits); 0 when none."""
+    scale = 10.0 ** np.floor(np.log10(np.where(expected == 0, 1.0, np.abs(expected))))
+    error = np.abs(given - expected) / scale               # in units of the leading digit
+    k = 0
+    while k < 15 and np.all(error <= 0.5 * 10.0 ** (-k) * (1 + 1e-9)):
+        k += 1
+    return k
+
+
+def _compare_exact(name, given, expected, spec, hint) -> PartResult:
+    """A part that asks for a closed form: a sympy expression equal to it is right, a decimal at best close."""
+    import sympy
+
+    if isinstance(given, sympy.Basic):
+        same = sympy.simplify(given - expected) == 0
+        return PartResult(name, "right" if same else "wrong", "" if same else hint.removeprefix("; "))
+    numeric = _compare(name, given, float(expected), Expected(spec.compute, spec.rtol, spec.atol, spec.close_digits))
+    if numeric.verdict == "wrong":
+        return PartResult(name, "wrong", hint.removeprefix("; "))
+    return PartResult(name, "close", "the value agrees; the question asks for the closed form (a sympy expression)")
 
 
 def _is_symbolic(value) -> bool:

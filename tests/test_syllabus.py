@@ -1,0 +1,32 @@
+"""Issue 27, item 4: the syllabus's problem sets list every exercise once, and their autograded points are the
+answer key's (``Expected.points`` summed over the parts)."""
+
+import re
+from pathlib import Path
+
+from calib_book import exercises
+
+ROOT = Path(__file__).resolve().parents[1]
+SYLLABUS = (ROOT / "book" / "syllabus.md").read_text(encoding="utf-8")
+ROW = re.compile(r"^\| `(?P<label>[\w-]+)` \| (?P<chapter>\d\d) \| (?P<graded>autograded|written) "
+                 r"\| (?P<points>\d+) \|$", re.M)
+
+
+def test_every_exercise_is_set_once_with_the_keys_points():
+    rows = {m["label"]: m for m in ROW.finditer(SYLLABUS)}
+    assert len(rows) == len(ROW.findall(SYLLABUS)), "an exercise is set twice"
+    in_chapters = {entry.label for path in sorted((ROOT / "chapters").glob("*.md"))
+                   for entry in exercises.exercises_in(path.stem, path.read_text(encoding="utf-8"))}
+    assert set(rows) == in_chapters
+    for label, row in rows.items():
+        checked = label in exercises.EXERCISES
+        assert (row["graded"] == "autograded") == checked, label
+        if checked:
+            assert int(row["points"]) == sum(p.points for p in exercises.EXERCISES[label].parts.values()), label
+
+
+def test_each_sets_total_is_the_sum_of_its_rows():
+    for block in SYLLABUS.split("### Problem set ")[1:]:
+        block = block.split("\n### ")[0].split("\n## ")[0]
+        total = sum(int(m["points"]) for m in ROW.finditer(block) if m["graded"] == "autograded")
+        assert f"Autograded points: {total}." in block
