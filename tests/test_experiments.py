@@ -298,7 +298,7 @@ def test_committed_store_is_complete_and_small():
         assert {p.name for p in run.out.iterdir()} == {"meta.json", "history.json"}, run.out
         assert f"{run.loss}/seed{run.seed}" in evaluated, run.out
     size = sum(p.stat().st_size for p in STORE.rglob("*") if p.is_file())
-    assert size < 56 * 2 ** 20, f"the chapter-10 store holds {size / 2 ** 20:.1f} MB (limit 56 MB)"
+    assert size < 58 * 2 ** 20, f"the chapter-10 store holds {size / 2 ** 20:.1f} MB (limit 58 MB)"
 
 
 @pytest.mark.skipif(not DEBIAN_FASHION_MNIST.is_dir(), reason="needs Fashion-MNIST (Debian's dataset-fashion-mnist)")

@@ -509,20 +509,13 @@ from pathlib import Path  # noqa: E402
 BENCHMARK_STORE = Path(__file__).resolve().parents[1] / "results" / "10-benchmark" / "regime"
 #: The model label of that grid.
 BENCHMARK_MODEL = "mlp-256-256-n20k-e40"
-#: The 20-epoch grid the regime grid replaces; read only while the regime grid has no logits yet.
-LEGACY_STORE, LEGACY_MODEL = BENCHMARK_STORE.parent, "mlp-256-256"
 
 
 def benchmark_runs():
-    """The stored runs of chapter 10's grid with their logits: the regime grid once it is trained, else the
-    20-epoch grid."""
+    """The stored runs of chapter 10's grid in the papers' regime, with their logits."""
     from calib.experiments import load_store
 
-    runs = load_store(BENCHMARK_STORE, model=BENCHMARK_MODEL) if BENCHMARK_STORE.is_dir() else []
-    runs = [r for r in runs if (r.path / "logits.npz").is_file()]
-    if not any(r.loss == "fl-3" for r in runs):
-        runs = load_store(LEGACY_STORE, model=LEGACY_MODEL)
-    return runs
+    return load_store(BENCHMARK_STORE, model=BENCHMARK_MODEL)
 
 
 # --- 07 The focal calibration map --------------------------------------------------------------------------------
