@@ -38,7 +38,7 @@ from calib_book.answers import EXERCISES, Expected
 from calib_book.paths import BUNDLE_MARKER
 from calib_book.student import _EXERCISE_LABEL, strip_solutions
 
-__all__ = ["KeyPart", "key_parts", "answer_variable", "public_spec", "test_file", "student_notebook",
+__all__ = ["KeyPart", "key_parts", "manual_parts", "answer_variable", "public_spec", "test_file", "student_notebook",
            "instructor_notebook", "planted_submission", "expected_points", "build_course", "grade",
            "SelfTestRow", "self_test", "self_test_table", "STUDENT_SKIPS",
            "REQUIREMENTS"]
@@ -79,11 +79,21 @@ class KeyPart:
         return isinstance(self.value, sympy.Basic) and not self.value.is_number
 
 
-def key_parts(chapter: str | None = None) -> list[KeyPart]:
-    """Every part of every self-checked exercise (of one chapter), in the key's order, its value computed."""
+def key_parts(chapter: str | None = None, graded_only: bool = True) -> list[KeyPart]:
+    """Every part of every self-checked exercise (of one chapter) that the autograder grades, in the key's order,
+    its value computed. A part with several valid answers (an ``accept`` rule: an interval within seed noise, any
+    valid bound, another binning) is not among them: no digest or fixed value decides it, so it is graded with
+    :func:`calib_book.exercises.check` (:func:`manual_parts` lists them; the syllabus's guide says how).
+    ``graded_only=False`` gives every part (the leak scan looks for every expected value)."""
     return [KeyPart(ex.chapter, label, name, spec, spec.compute())
             for label, ex in EXERCISES.items() if chapter is None or ex.chapter == chapter
-            for name, spec in ex.parts.items()]
+            for name, spec in ex.parts.items() if not graded_only or getattr(spec, "accept", None) is None]
+
+
+def manual_parts(chapter: str | None = None) -> list[tuple[str, str]]:
+    """``(label, part)`` of the parts with several valid answers, graded with ``check`` rather than the autograder."""
+    return [(label, name) for label, ex in EXERCISES.items() if chapter is None or ex.chapter == chapter
+            for name, spec in ex.parts.items() if getattr(spec, "accept", None) is not None]
 
 
 def answer_variable(label: str) -> str:
@@ -114,6 +124,9 @@ def public_spec(part: KeyPart, salt: str | None = None) -> dict:
     salt = salt or secrets.token_hex(16)
     if isinstance(part.value, (bool, np.bool_)):
         return {"kind": "bool", "salt": salt, "digests": [[course_check.digest(salt, 0, str(bool(part.value)))]]}
+    if isinstance(part.value, str):
+        return {"kind": "text", "salt": salt,
+                "digests": [[course_check.digest(salt, 0, course_check.normal_text(part.value))]]}
     symbols = _symbol_points(part, salt) if part.symbolic else None
     values = course_check.as_numbers(part.value, symbols)
     exponents, digests = [], []
@@ -134,6 +147,8 @@ def _hidden_value(part: KeyPart):
 
     if isinstance(part.value, (bool, np.bool_)):
         return bool(part.value)
+    if isinstance(part.value, str):
+        return part.value
     if part.symbolic:
         return sympy.srepr(part.value)
     return np.asarray(part.value, dtype=float).tolist()
@@ -234,6 +249,8 @@ def _wrong(value):
 
     if isinstance(value, (bool, np.bool_)):
         return not bool(value)
+    if isinstance(value, str):
+        return value + " (not this)"
     if isinstance(value, sympy.Basic):
         return value + 1
     array = np.asarray(value, dtype=float)
@@ -261,6 +278,8 @@ def planted_submission(chapter: str, kind: str):
                 text = f"sympify({sympy.srepr(value)!r})"
             elif isinstance(value, (bool, np.bool_)):
                 text = repr(bool(value))
+            elif isinstance(value, str):
+                text = repr(value)
             else:
                 text = f"np.array({np.asarray(value, dtype=float).tolist()!r})"
             fields.append(f"{p.part}={text}")

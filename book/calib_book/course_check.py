@@ -70,9 +70,20 @@ def as_numbers(given, symbols: dict[str, list[float]] | None) -> np.ndarray:
         raise AssertionError(f"expected a number or an array of numbers, got {type(given).__name__}") from None
 
 
+def normal_text(text: str) -> str:
+    """A text answer as ``calib_book.exercises.check`` compares it: case and surrounding blanks ignored."""
+    return " ".join(text.strip().lower().split())
+
+
 def public_verdict(given, spec: dict) -> bool:
     """True when every element of ``given`` rounds to a digest the public test holds; raises AssertionError with
     the reason when the answer cannot be compared (no answer, wrong shape, not a number)."""
+    if spec["kind"] == "text":
+        if given is Ellipsis:
+            raise AssertionError(NOT_ANSWERED)
+        if not isinstance(given, str):
+            raise AssertionError(f"expected a word or phrase, got {type(given).__name__}")
+        return digest(spec["salt"], 0, normal_text(given)) in spec["digests"][0]
     if spec["kind"] == "bool":
         if given is Ellipsis:
             raise AssertionError(NOT_ANSWERED)
@@ -105,6 +116,8 @@ def hidden_verdict(given, expected, rtol: float, atol: float, symbols: dict[str,
             return sympy.simplify(_plain(expression) - _plain(key)) == 0
         except (sympy.SympifyError, TypeError):
             return False
+    if isinstance(expected, str):             # a text answer (a symbolic key, also a string, has symbols)
+        return isinstance(given, str) and normal_text(given) == normal_text(expected)
     try:
         values = np.asarray(given, dtype=float)
     except (TypeError, ValueError):
