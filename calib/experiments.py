@@ -508,7 +508,7 @@ def evaluate_store(runs, maps=POSTHOC_MAPS, cache=None, progress: bool = True, w
     """:func:`evaluate_run` over ``runs`` (from :func:`load_store`), concatenated.
 
     ``cache`` is a JSON file of earlier results, one entry per run keyed by ``model/loss/seed<k>``, holding
-    the SHA-256 of the run's ``logits.npz``, the maps, their definitions (each :class:`~calib.posthoc.MapSpec`'s
+    the SHA-256 of the run's ``logits.npz``, the maps, their definitions (each :class:`~calib.posthoc.registry.MapSpec`'s
     summary, which states its grid) and the rows. An entry is used only when the hash, the maps and their
     definitions match, so a cache can be committed beside the store it describes (chapter 10 does: fitting focal
     temperature scaling on 52 runs takes minutes) and can never describe other logits or an older map. Runs without a

@@ -381,7 +381,7 @@ def kendall_tau_bootstrap(reference, probs, labels, metric: Callable, n_resample
     labels : array_like
         (N,) test labels.
     metric : callable
-        ``(probs, labels) -> float``, e.g. :func:`calib.metrics.ece`.
+        ``(probs, labels) -> float``, e.g. :func:`calib.metrics.ece <calib.metrics.binned.ece>`.
     """
     level = _check_level(level)
     if int(n_resamples) != n_resamples or n_resamples < 100:
@@ -441,7 +441,7 @@ class SignTest:
 
     @property
     def n(self) -> int:
-        """Units that are not tied: the number of coin flips."""
+        """The number of units that are not tied (the number of coin flips)."""
         return self.wins + self.losses
 
     @property

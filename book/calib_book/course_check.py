@@ -21,8 +21,8 @@ import math
 
 import numpy as np
 
-#: PBKDF2 iterations per digest: a public test checks an answer in milliseconds, while trying every rounding of a
-#: value to six digits takes hours.
+#: The number of PBKDF2 iterations per digest. A public test checks an answer in milliseconds, while trying every
+#: rounding of a value to six digits takes hours.
 DIGEST_ITERATIONS = 20_000
 
 NOT_ANSWERED = "not answered yet: replace the ... with your answer"

@@ -22,9 +22,9 @@ __all__ = ["MUKHOTI_GRID", "FINE_GRID", "T_RANGE", "fit_temperature_nll", "fit_t
 #: :meta hide-value:
 MUKHOTI_GRID = np.round(np.arange(1, 101) * 0.1, 10)
 
-#: Mukhoti et al.'s range at the resolution of focal temperature scaling's grid, 0.01, 0.02, ..., 10.00: the grid of
-#: the ``ts-ece`` map of :data:`calib.posthoc.REGISTRY`, so that TS and FTS are compared on grids of one step (the
-#: 0.1 steps of :data:`MUKHOTI_GRID` cost FLSD-53 about 0.3 points of ECE; issue 25).
+#: The temperatures 0.01, 0.02, ..., 10.00, Mukhoti et al.'s range at the step of focal temperature scaling's grid.
+#: It is the grid of the ``ts-ece`` map of :data:`calib.posthoc.registry.REGISTRY`, so that TS and FTS are compared
+#: on grids of one step (the 0.1 steps of :data:`MUKHOTI_GRID` cost FLSD-53 about 0.3 points of ECE; issue 25).
 #:
 #: :meta hide-value:
 FINE_GRID = np.round(np.arange(1, 1001) * 0.01, 10)
