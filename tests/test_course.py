@@ -151,9 +151,18 @@ def test_public_test_runs_from_the_students_folder(built, monkeypatch):
 # --- the leak scan --------------------------------------------------------------------------------------------------
 
 def _student_files(built: Path) -> list[Path]:
-    files = [p for p in (built / "student").rglob("*") if p.is_file()]
-    site = ROOT / "_build" / "student" / "_build" / "html"       # `make student`, when it was built here
-    return files + ([p for p in site.rglob("*") if p.is_file()] if site.is_dir() else [])
+    return [p for p in (built / "student").rglob("*") if p.is_file()]
+
+
+def _student_site_files() -> list[Path]:
+    """The student edition of the site and its notebooks (`make student`, which `make test` builds), when built."""
+    site = ROOT / "_build" / "student"
+    return [p for p in site.rglob("*") if p.is_file()] if site.is_dir() else []
+
+
+#: Needles that name the key's module rather than hold any of it: the site's guide for teaching assistants and the
+#: scanner's own source name them, which gives nothing away.
+KEY_NAMES = {"from calib_book.answers import", "import calib_book.answers", "EXERCISES["}
 
 
 def _unknown(hits):
@@ -172,6 +181,18 @@ def test_no_student_file_and_no_wheel_holds_the_key(built, wheel, needles):
     hits, scanned = leaks.scan(_student_files(built) + [wheel], needles)
     assert scanned > 300
     assert _unknown(hits) == []
+
+
+def test_the_student_site_holds_no_line_of_the_key_and_no_solution(needles):
+    """The student edition of the site shows the chapters' own outputs, so the numbers a chapter prints are there
+    (whether one answers an exercise is the self-answer scan's question, tests/test_self_answers.py); no line of
+    the key and no solution may be."""
+    files = _student_site_files()
+    if not files:
+        pytest.skip("the student edition is not built here (make student)")
+    hits, scanned = leaks.scan(files, [n for n in needles if n.kind != "value" and n.text not in KEY_NAMES])
+    assert scanned > 30
+    assert hits == []
 
 
 def test_the_leak_scan_finds_a_planted_leak(built, needles, tmp_path):
