@@ -31,7 +31,6 @@ NUMBER = re.compile(r"(?<![\w.])[-+−]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+−]?\d+
 KNOWN_SELF_ANSWERS = {
     ("01-measuring-calibration", "ch01-ex-two-samples", "n2"),
     ("08-soft-calibration-objectives", "ch01-ex-two-samples", "n2"),
-    ("10-benchmark", "ch01-ex-two-samples", "n2"),
     ("03-choosing-gamma", "ex-gamma-star-point-three", "gamma"),
     ("04-linear-toy", "ch04-ex-more-noise", "ratio"),
     ("04-linear-toy", "ch04-ex-other-draws", "low"),
