@@ -257,6 +257,12 @@ def _launch_buttons(config: dict) -> list[dict]:
     if not url:
         del context["github_url"]
     add_launch_buttons(app, page, "page.html", context, None)
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        from launch_sources import retarget_launch_buttons
+    finally:
+        sys.path.remove(str(ROOT / "book" / "_ext"))
+    retarget_launch_buttons(app, page, "page.html", context, None)
     return [button for group in context["header_buttons"] for button in group.get("buttons", [])]
 
 
@@ -268,9 +274,15 @@ def test_launch_buttons_are_off_until_the_repository_has_an_address_and_link_the
     config["repository"]["url"] = "https://github.com/owner/calib"
     config["launch_buttons"].update(binderhub_url="https://mybinder.org", colab_url="https://colab.research.google.com")
     urls = sorted(button["url"] for button in _launch_buttons(config))
-    notebook = "chapters/01-measuring-calibration.ipynb"
-    assert urls == [f"https://colab.research.google.com/github/owner/calib/blob/main/{notebook}",
-                    f"https://mybinder.org/v2/gh/owner/calib/main?urlpath=lab/tree/{notebook}"]
+    # the chapter the repository holds (the theme linked the build's chapters/NN.ipynb, which git ignores); Colab,
+    # which opens only .ipynb files, is not offered
+    source = "chapters/01-measuring-calibration.md"
+    assert (ROOT / source).is_file() and "chapters/*.ipynb" in (ROOT / ".gitignore").read_text()
+    assert urls == [f"https://mybinder.org/v2/gh/owner/calib/main?urlpath=lab/tree/{source}"]
+    # Binder installs environment.yml (jupytext in it) and runs postBuild: calib, and .md opened as a notebook
+    assert "jupytext" in (ROOT / "environment.yml").read_text()
+    post_build = (ROOT / "postBuild").read_text()
+    assert "pip install --no-deps -e ." in post_build and "jupytext-config set-default-viewer markdown" in post_build
 
 
 # --- parts with several valid answers: the same rule in check, the public and the hidden tests ----------------------

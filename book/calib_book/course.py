@@ -143,7 +143,7 @@ def _value_spec(value, part: KeyPart, salt: str) -> dict:
     exponents, digests = [], []
     for i, e in enumerate(values.reshape(-1)):
         tol = part.spec.atol + part.spec.rtol * abs(e)
-        integral = float(e).is_integer() and 0.5 <= tol < 1     # a count: only the whole number itself
+        integral = float(e).is_integer() and (tol == 0 or 0.5 <= tol < 1)     # a count: the whole number itself
         exponent = 0 if integral else math.ceil(math.log10(2 * tol))
         low, high = (round(e), round(e)) if integral else \
             (course_check.rounded(e - tol, exponent), course_check.rounded(e + tol, exponent))
