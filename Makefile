@@ -7,6 +7,8 @@ PROFILE    ?= quick
 # A chapter whose source, parameters, library, stored results and versions have not changed since its last
 # successful execution is reused (see book/calib_book/runner.py); FORCE=1 executes every chapter again.
 FORCE      ?=
+# Processes that run the tests (`make test`): two, one for the chapters while the other runs the rest.
+TEST_WORKERS ?= 2
 # torch is installed only when the environment lacks it, so that an existing (e.g. CUDA) torch is kept.
 # Elsewhere, point TORCH_SPEC at the build you want, e.g. TORCH_SPEC="torch --index-url <your index>".
 TORCH_SPEC ?= torch==2.13.0
@@ -21,8 +23,10 @@ book: setup
 	$(PY) -m calib book run --profile $(PROFILE) $(if $(FORCE),--force)
 	$(PY) -m calib book build
 
+# pytest-xdist: the tests that execute and read the book run in one worker, in order (tests/conftest.py, BOOK_GROUP),
+# while the others spread over the remaining workers; TEST_WORKERS=0 runs everything in this process.
 test: setup
-	$(PY) -m pytest
+	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 
 # The book without the exercises' solutions, for a course: _build/student/_build/html, and the chapters as
 # notebooks with the solutions removed in _build/student/notebooks (after `make book`).

@@ -49,3 +49,17 @@ def tiny_fashion(tmp_path, monkeypatch):
     write_tiny_fashion_mnist(home / "fashion-mnist")
     monkeypatch.setenv("CALIB_DATA", str(home))
     return home
+
+
+#: The test modules that execute, build or read the repository's own ``_build/`` (the executed chapters, the ledger,
+#: the built site and student site, the PDF), and the course edition built from them. Under ``make test``
+#: (pytest-xdist, ``--dist loadgroup``) they run in one worker, in file order, so that test_chapters.py has executed
+#: and built the book before test_course.py, test_pdf.py and test_self_answers.py read it, and nothing reads the
+#: ledger while a chapter writes it; every other test spreads over the workers meanwhile.
+BOOK_GROUP = ("test_chapter_text.py", "test_chapters.py", "test_course.py", "test_pdf.py", "test_self_answers.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in BOOK_GROUP:
+            item.add_marker(pytest.mark.xdist_group("book"))
