@@ -499,6 +499,80 @@ register("ch05-ex-prop1-check", "05-miscalibration-dynamics",
                        hint="Prop. 1: the last layer's gradient factorises"))
 
 
+# ch05-ex-temperature and ch05-ex-flsd read the quick profile's stored runs at the chapter's default parameters:
+# the CE, FL-3 and FLSD-53 runs of chapter 10's grid in the papers' regime, seeds 0 to 4.
+_CH05_SEEDS = (0, 1, 2, 3, 4)
+
+
+@functools.lru_cache(maxsize=None)
+def _ch05_run(loss, seed):
+    from calib.runs import load_run
+
+    return load_run(BENCHMARK_STORE / BENCHMARK_MODEL / loss / f"seed{seed}")
+
+
+def _ch05_ts_against_drop(reference):
+    """The paired 95 % interval over seeds of the test ECE (15 equal-width bins) of the final CE model after
+    temperature scaling (T by validation NLL) minus its ECE at the first epoch after the first learning-rate drop
+    (``reference="after"``) or at the last epoch before it (``"before"``)."""
+    from calib import metrics
+    from calib.posthoc import TemperatureScaling
+    from calib.stats import paired_seed_interval
+
+    scaled, at_drop = [], []
+    for seed in _CH05_SEEDS:
+        run = _ch05_run("ce", seed)
+        drop, logits = run.config["milestones"][0], run.logits()
+        fitted = TemperatureScaling("nll").fit(logits["val_logits"], logits["val_labels"])
+        scaled.append(metrics.ece(fitted.predict_proba(logits["test_logits"]), logits["test_labels"]))
+        at_drop.append(run.series("test", "ece")[drop if reference == "after" else drop - 1])
+    interval = paired_seed_interval(scaled, at_drop)
+    return (interval.low, interval.high)
+
+
+def _ch05_flsd_against_fl3(key):
+    """The paired 95 % interval over seeds of FLSD-53's final ``key`` (test ECE or last-layer weight norm) minus
+    FL-3's."""
+    from calib.stats import paired_seed_interval
+
+    def last(loss, seed):
+        epoch = _ch05_run(loss, seed).epochs[-1]
+        return epoch["test"]["ece"] if key == "ece" else epoch["last_layer_weight_norm"]
+
+    interval = paired_seed_interval([last("flsd-53", s) for s in _CH05_SEEDS], [last("fl-3", s) for s in _CH05_SEEDS])
+    return (interval.low, interval.high)
+
+
+def _ch05_flsd_gamma3_share():
+    """The share of test samples whose true-class probability under the final seed-0 FLSD-53 model is at least 0.2."""
+    import numpy as np
+    from scipy.special import softmax
+
+    logits = _ch05_run("flsd-53", 0).logits()
+    probs = softmax(logits["test_logits"].astype(np.float64), axis=1)
+    return float(np.mean(probs[np.arange(len(probs)), logits["test_labels"]] >= 0.2))
+
+
+register("ch05-ex-temperature", "05-miscalibration-dynamics",
+         interval=interval_claim(lambda: _ch05_ts_against_drop("after"),
+                                 hint="a paired interval over seeds of the difference ECE(end, after TS) - ECE(first "
+                                      "epoch after the drop)"),
+         verdict=Expected(lambda: verdict_of(_ch05_ts_against_drop("after")), close_digits=None,
+                          hint="which side of zero the interval lies on: 'lower', 'higher' or 'no difference'"),
+         verdict_before=Expected(lambda: verdict_of(_ch05_ts_against_drop("before")), close_digits=None,
+                                 hint="the same comparison against the last epoch before the drop"))
+register("ch05-ex-flsd", "05-miscalibration-dynamics",
+         share=Expected(_ch05_flsd_gamma3_share, rtol=1e-4, close_digits=3,
+                        hint="the samples FLSD-53 treats with gamma = 3, as a fraction of the test set"),
+         ece=interval_claim(lambda: _ch05_flsd_against_fl3("ece"),
+                            hint="a paired interval over seeds of the difference ECE(FLSD-53) - ECE(FL-3)"),
+         ece_verdict=Expected(lambda: verdict_of(_ch05_flsd_against_fl3("ece")), close_digits=None,
+                              hint="which side of zero the interval lies on: 'lower', 'higher' or 'no difference'"),
+         norm=interval_claim(lambda: _ch05_flsd_against_fl3("norm"),
+                             hint="a paired interval over seeds of the difference of the last-layer weight norms, "
+                                  "FLSD-53 - FL-3"))
+
+
 # --- 06 What focal loss estimates --------------------------------------------------------------------------------
 
 def _tau_oc(gamma):
@@ -756,6 +830,135 @@ register("ch08-ex-large-t", "08-soft-calibration-objectives",
                            hint="the label-binned estimator as T grows"))
 
 
+class _OneTorchThread:
+    """Train with one torch thread, as the chapters' quick profiles do, and restore the count after: a full-batch
+    run sums in another order with more threads, and a run that a large secondary weight makes unstable ends
+    elsewhere (ch08-ex-beta's seeds move by several points of accuracy), so the key reruns what the exercise states."""
+
+    def __enter__(self):
+        import torch
+
+        self.threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+
+    def __exit__(self, *exc):
+        import torch
+
+        torch.set_num_threads(self.threads)
+
+
+def _ch08_coarsen(part, cells=10):
+    """ch08-ex-coarsen: the chapter's binary population (truth sigma(z), z ~ N(0, 3^2), quadrature nodes of
+    ``binary_tempered_population(1.0)``) against its coarsening into ``cells`` equal-width cells of [0.5, 1]
+    (each confidence replaced by the cell's mean accuracy): the coarse model's SB-ECE_lb,2^2 (M = 15, T = 1e-2)
+    and NLL, and the beta above which NLL + beta SB-ECE_lb,2^2 prefers the coarse model."""
+    import numpy as np
+
+    from calib import soft_binning
+
+    conf, acc, weight = soft_binning.binary_tempered_population(1.0)
+    cell = np.minimum(((conf - 0.5) * 2 * cells).astype(int), cells - 1)
+    coarse = (np.bincount(cell, weight * acc, cells) / np.bincount(cell, weight, cells))[cell]
+    lb_sq = {name: soft_binning.soft_binned_ece(q, acc, 15, 1e-2, "l2", "label", weights=weight) ** 2
+             for name, q in (("truth", conf), ("coarse", coarse))}
+    nll = {name: float(-(weight @ (acc * np.log(q) + (1 - acc) * np.log1p(-q))))
+           for name, q in (("truth", conf), ("coarse", coarse))}
+    if part == "lb_coarse":
+        return float(lb_sq["coarse"])
+    if part == "nll_coarse":
+        return nll["coarse"]
+    return float((nll["coarse"] - nll["truth"]) / (lb_sq["truth"] - lb_sq["coarse"]))
+
+
+def _ch08_avuc_init(part):
+    """ch08-ex-avuc-init on 200 near-uniform logits (0.05 x standard normal, float64, and labels, both from
+    ``torch.Generator().manual_seed(0)``), kappa = log(10) / 2: AvUC's value, or the verdict on the mean change of
+    the correctly classified samples' confidence after one step of 0.1 along the gradient scaled to max-norm 1."""
+    import numpy as np
+    import torch
+
+    from calib.losses import avuc
+
+    gen = torch.Generator().manual_seed(0)
+    logits = 0.05 * torch.randn(200, 10, dtype=torch.float64, generator=gen)
+    labels = torch.randint(0, 10, (200,), generator=gen)
+    kappa = 0.5 * np.log(10)
+    if part == "avuc":
+        return float(avuc(logits, labels, kappa))
+    probs = torch.softmax(logits, 1)
+    right = probs.argmax(1) == labels
+    z = logits.clone().requires_grad_()
+    avuc(z, labels, kappa, stop_gradient=part == "confidence_gs").backward()
+    stepped = torch.softmax(logits - 0.1 * z.grad / z.grad.abs().max(), 1)
+    change = float((stepped.max(1).values - probs.max(1).values)[right].mean())
+    return "lower" if change < 0 else "higher" if change > 0 else "no difference"
+
+
+@functools.lru_cache(maxsize=None)
+def _ch08_beta_accuracy(beta, seeds=(0, 1, 2, 3, 4), steps=120):
+    """The test accuracy per seed of ch08-ex-beta's small networks (those of ch08-ex-sbece-train: an MLP 64-32-10 on
+    the standardised digits data, full-batch Adam, lr 1e-2, on NLL + beta SB-ECE), seeds 0 to 4."""
+    import numpy as np
+    import torch
+
+    from calib import metrics
+    from calib.data import load_dataset
+    from calib.losses import get_secondary_loss
+
+    digits = load_dataset("digits")
+    flat = lambda x: x.reshape(len(x), -1).astype(np.float32)        # noqa: E731
+    x_train, x_test = flat(digits.x_train), flat(digits.x_test)
+    mu, sd = x_train.mean(0), x_train.std(0) + 1e-6
+    x_train, x_test = torch.as_tensor((x_train - mu) / sd), torch.as_tensor((x_test - mu) / sd)
+    y_train, secondary = torch.as_tensor(digits.y_train), get_secondary_loss("sb-ece")
+    accuracies = []
+    with _OneTorchThread():
+        for seed in seeds:
+            torch.manual_seed(seed)
+            net = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
+            opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+            for _ in range(steps):
+                opt.zero_grad()
+                z = net(x_train)
+                loss = torch.nn.functional.cross_entropy(z, y_train)
+                if beta > 0:
+                    loss = loss + beta * secondary(z, y_train)
+                loss.backward()
+                opt.step()
+            with torch.no_grad():
+                accuracies.append(metrics.accuracy(torch.softmax(net(x_test).double(), 1).numpy(), digits.y_test))
+    return np.array(accuracies)
+
+
+def _ch08_beta_interval():
+    from calib.stats import paired_seed_interval
+
+    interval = paired_seed_interval(_ch08_beta_accuracy(10.0), _ch08_beta_accuracy(0.0))
+    return (interval.low, interval.high)
+
+
+register("ch08-ex-coarsen", "08-soft-calibration-objectives",
+         lb_coarse=Expected(lambda: _ch08_coarsen("lb_coarse"), rtol=1e-4, close_digits=3,
+                            hint="the label-binned soft estimator of a model whose confidences take few values"),
+         nll_coarse=Expected(lambda: _ch08_coarsen("nll_coarse"), rtol=1e-4, close_digits=3,
+                             hint="the log loss of a calibrated but coarser predictor"),
+         beta_flip=Expected(lambda: _ch08_coarsen("beta_flip"), rtol=1e-4, close_digits=3,
+                            hint="where the combined objective ranks the two calibrated models equally"))
+register("ch08-ex-avuc-init", "08-soft-calibration-objectives",
+         avuc=Expected(lambda: _ch08_avuc_init("avuc"), rtol=1e-6, close_digits=3,
+                       hint="which AvUC groups a near-uniform prediction falls into"),
+         confidence_avuc=Expected(lambda: _ch08_avuc_init("confidence_avuc"), close_digits=None,
+                                  hint="'lower', 'higher' or 'no difference': the gradient through the confidence"),
+         confidence_gs=Expected(lambda: _ch08_avuc_init("confidence_gs"), close_digits=None,
+                                hint="'lower', 'higher' or 'no difference': the gradient through the entropy alone"))
+register("ch08-ex-beta", "08-soft-calibration-objectives",
+         accuracy=interval_claim(_ch08_beta_interval,
+                                 hint="a paired interval over seeds of the difference accuracy(beta = 10) - "
+                                      "accuracy(beta = 0)"),
+         verdict=Expected(lambda: verdict_of(_ch08_beta_interval()), close_digits=None,
+                          hint="which side of zero the interval lies on: 'lower', 'higher' or 'no difference'"))
+
+
 # --- 09 Reweighted risk ------------------------------------------------------------------------------------------
 
 def _ch09_au_exact(n=10, kappa=0.4):
@@ -837,6 +1040,57 @@ register("ex-ch09-dual-binary", "09-reweighted-risk",
          smallest_k=Expected(_ch09_smallest_k_code_differs_from_eq24,
                              hint="when ties and ranks differ between the two readings"))
 
+@functools.lru_cache(maxsize=None)
+def _ch09_ifl_runs(gamma, seeds=(0, 1, 2), steps=100):
+    """ex-ch09-ifl-train's runs: per seed, the test ECE (15 equal-width bins) and over-confidence (mean confidence
+    minus accuracy) of an MLP 20-32-10 trained by full-batch Adam (lr 1e-2, 100 steps) with inverse focal loss
+    (gamma = 0: cross-entropy) on the first 1,000 of the stand-in problem's 4,000 training points (the chapter's quick
+    profile), scored on the first 5,000 of its 10,000 test points."""
+    import numpy as np
+    import torch
+
+    from calib import metrics
+    from calib.data import gaussian_mixture_means, make_gaussian_mixture
+    from calib.losses import inverse_focal_loss
+
+    rows = []
+    with _OneTorchThread():
+        for seed in seeds:
+            means = gaussian_mixture_means(10, 20, spread=0.5, seed=seed)
+            x, y, _ = make_gaussian_mixture(4_000, means, seed=seed + 1)
+            x_test, y_test, _ = make_gaussian_mixture(10_000, means, seed=seed + 3)
+            x, y = torch.as_tensor(x[:1_000], dtype=torch.float32), torch.as_tensor(y[:1_000])
+            torch.manual_seed(seed)
+            net = torch.nn.Sequential(torch.nn.Linear(20, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
+            opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+            for _ in range(steps):
+                opt.zero_grad()
+                inverse_focal_loss(net(x), y, gamma).backward()
+                opt.step()
+            with torch.no_grad():
+                probs = torch.softmax(net(torch.as_tensor(x_test[:5_000], dtype=torch.float32)).double(), 1).numpy()
+            rows.append((metrics.ece(probs, y_test[:5_000], n_bins=15),
+                         probs.max(1).mean() - metrics.accuracy(probs, y_test[:5_000])))
+    return np.array(rows)
+
+
+def _ch09_ifl_interval(column):
+    from calib.stats import paired_seed_interval
+
+    interval = paired_seed_interval(_ch09_ifl_runs(2.0)[:, column], _ch09_ifl_runs(0.0)[:, column])
+    return (interval.low, interval.high)
+
+
+register("ex-ch09-ifl-train", "09-reweighted-risk",
+         ece=interval_claim(lambda: _ch09_ifl_interval(0),
+                            hint="a paired interval over seeds of the difference ECE(inverse FL) - ECE(CE)"),
+         overconfidence=interval_claim(lambda: _ch09_ifl_interval(1),
+                                       hint="a paired interval over seeds of the difference of the over-confidences, "
+                                            "inverse FL - CE"),
+         verdict=Expected(lambda: verdict_of(_ch09_ifl_interval(1)), close_digits=None,
+                          hint="which side of zero the over-confidence interval lies on: 'lower', 'higher' or "
+                               "'no difference'"))
+
 
 # --- 10 The benchmark --------------------------------------------------------------------------------------------
 
@@ -869,6 +1123,45 @@ def _ch10_paired(kind):
     return "paired" if paired.high - paired.low < welch.high - welch.low else "welch"
 
 
+#: ch10-ex-new-loss's runs: chapter 10's recipe in the papers' regime (MLP 256-256, SGD with momentum 0.9, lr 0.1,
+#: batch 128, no weight decay or augmentation) scaled down so that the key can rerun them: 10 epochs (lr divided by
+#: 10 after epochs 5 and 8) on 2,000 training images, the first 1,000 validation and 2,000 test images, one thread.
+_CH10_SMALL = dict(data="fashion-mnist", model="mlp-256-256", epochs=10, milestones=(5, 8), lr=0.1, batch_size=128,
+                   weight_decay=0.0, augment="none", train_subset=2000, val_subset=1000, test_subset=2000,
+                   device="cpu", diagnostics="eval")
+
+
+@functools.lru_cache(maxsize=None)
+def _ch10_small_ece(loss, seeds=(0, 1, 2)):
+    """Per seed, the test ECE (15 equal-width bins) of ``loss`` on ch10-ex-new-loss's small recipe, without a map and
+    after temperature scaling fitted by validation NLL (``ts-nll``): ``{"none": [...], "ts-nll": [...]}``."""
+    import tempfile
+
+    from calib import metrics
+    from calib.data import load_dataset
+    from calib.experiments import fit_posthoc
+    from calib.run_config import TrainConfig
+    from calib.train import train
+
+    dataset, out = load_dataset("fashion-mnist"), {"none": [], "ts-nll": []}
+    with _OneTorchThread(), tempfile.TemporaryDirectory() as folder:
+        for seed in seeds:
+            run = train(TrainConfig(loss=loss, seed=seed, **_CH10_SMALL), f"{folder}/{loss}/seed{seed}",
+                        progress=False, dataset=dataset)
+            logits = run.logits()
+            for name in out:
+                fitted = fit_posthoc(name, logits["val_logits"], logits["val_labels"], loss=loss)
+                out[name].append(metrics.ece(fitted.proba(logits["test_logits"]), logits["test_labels"]))
+    return out
+
+
+def _ch10_fl4_against_fl3(map_name):
+    from calib.stats import paired_seed_interval
+
+    interval = paired_seed_interval(_ch10_small_ece("fl-4")[map_name], _ch10_small_ece("fl-3")[map_name])
+    return (interval.low, interval.high)
+
+
 register("ch10-ex-paired", "10-benchmark",
          paired=Expected(lambda: _ch10_paired("paired"), rtol=1e-6, atol=1e-9, points=2,
                          hint="a paired interval rests on the per-seed differences"),
@@ -879,6 +1172,15 @@ register("ch10-ex-paired", "10-benchmark",
 register("ch10-ex-verify", "10-benchmark",
          dominant=Expected(lambda: "fts", close_digits=None,
                            hint="the map name as calib.posthoc.REGISTRY spells it; think of how many fits it makes"))
+register("ch10-ex-new-loss", "10-benchmark",
+         ece=interval_claim(lambda: _ch10_fl4_against_fl3("none"),
+                            hint="a paired interval over seeds of the difference ECE(FL-4) - ECE(FL-3), no map"),
+         ece_verdict=Expected(lambda: verdict_of(_ch10_fl4_against_fl3("none")), close_digits=None,
+                              hint="which side of zero the interval lies on: 'lower', 'higher' or 'no difference'"),
+         ece_ts=interval_claim(lambda: _ch10_fl4_against_fl3("ts-nll"),
+                               hint="the same paired difference after temperature scaling fitted by validation NLL"),
+         ece_ts_verdict=Expected(lambda: verdict_of(_ch10_fl4_against_fl3("ts-nll")), close_digits=None,
+                                 hint="which side of zero the interval after temperature scaling lies on"))
 
 
 # --- 11 The papers' tables ---------------------------------------------------------------------------------------
