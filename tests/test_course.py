@@ -109,6 +109,10 @@ def test_student_notebooks_check_with_the_grader_and_import_no_key(built):
         nb = nbformat.read(student / f"{chapter}.ipynb", as_version=4)
         code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
         assert "calib_book.exercises" not in code and "calib_book.answers" not in code, chapter
+        # the training exercises' keys ran torch's CPU kernels with AVX2: the notebook pins them before torch loads
+        first = next(c.source for c in nb.cells if c.cell_type == "code")
+        assert "pin_cpu_kernels()" in first, chapter
+        assert "import torch" not in code or code.index("pin_cpu_kernels()") < code.index("import torch"), chapter
         assert "{solution" not in "\n".join(c.source for c in nb.cells), chapter
         for label in {p.label for p in course.key_parts_cached(chapter)}:
             assert f"{course.answer_variable(label)} = dict(" in code and f"grader.check({label!r})" in code

@@ -61,3 +61,14 @@ def test_labels_are_unique_and_the_table_lists_them_all():
     page = exercises_page(everything, CHAPTERS)
     assert all(f"{{numref}}`{label}`" in page for label in labels)
     assert set(exercises.labels()) <= set(labels), set(exercises.labels()) - set(labels)
+
+
+def test_a_strict_check_with_parenthesised_arguments_counts_as_the_solution_asserting():
+    """A solution whose only assertion is ``check("x", interval=(a, b), strict=True)`` asserts; the pattern stopped
+    at the tuple's closing parenthesis and missed it."""
+    from calib_book.exercises import _solution_asserts
+
+    source = ('```{solution-start} ex-x\n```\n```{code-cell} python\nlow, high = 1, 2\n'
+              'check("ex-x", interval=(low, high), verdict="lower", strict=True)\n```\n```{solution-end}\n```\n')
+    assert _solution_asserts(source, "ex-x")
+    assert not _solution_asserts(source.replace("strict=True", "strict=False"), "ex-x")

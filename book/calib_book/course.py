@@ -52,7 +52,10 @@ STUDENT_SKIPS = ("answers.py", "exercises.py", "course.py", "leaks.py")
 REQUIREMENTS = ["numpy>=1.24", "scipy>=1.10", "sympy>=1.12", "mpmath", "matplotlib>=3.7", "tqdm>=4.65",
                 "pyyaml>=6.0", "myst-nb>=1.1", "ipykernel>=6.29", "otter-grader>=6", "jupyterlab"]
 
-_GRADER_CELL = ('# The self-checks of this notebook (otter-grader): grader.check("label") after each exercise.\n'
+_GRADER_CELL = ('# torch\'s CPU kernels with AVX2, as the book and its key ran them (calib._reproducible), before torch is\n'
+                '# imported: a training exercise\'s runs then match the key\'s within seed noise on any x86 machine.\n'
+                'from calib._reproducible import pin_cpu_kernels\n\npin_cpu_kernels()\n\n'
+                '# The self-checks of this notebook (otter-grader): grader.check("label") after each exercise.\n'
                 'import otter\n\ngrader = otter.Notebook(tests_dir="tests/{chapter}")')
 _KEY_IMPORT = re.compile(r"^[ \t]*from calib_book\.exercises import [^\n]*\n?", re.M)
 

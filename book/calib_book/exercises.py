@@ -323,5 +323,7 @@ def solution_text(source: str, label: str) -> str:
 
 def _solution_asserts(source: str, label: str) -> bool:
     text = solution_text(source, label)
-    strict_check = re.search(r"check\(\s*[\"']" + re.escape(label) + r"[\"'][^)]*strict\s*=\s*True", text, re.S)
+    # the call's arguments may hold parentheses of their own, e.g. interval=(low, high)
+    strict_check = re.search(r"check\(\s*[\"']" + re.escape(label) + r"[\"'](?:[^()]|\([^()]*\))*?strict\s*=\s*True",
+                             text, re.S)
     return bool(strict_check or re.search(r"^\s*assert\b", text, re.M))
