@@ -7,6 +7,7 @@ solution checks its own answer against the same entry with ``check(..., strict=T
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -122,7 +123,112 @@ def _sympy():
 
 # --- 00 Using calib in your own training -------------------------------------------------------------------------
 
-# (the chapter's exercises are registered here)
+# Chapter 00's exercises train on a smaller setting than the chapter (stated in each exercise), so that the key's
+# rerun of their twelve runs (four losses, seeds 0, 1, 2) takes about 15 s on one thread.
+
+_CH00_SETTING = dict(n_train=5_000, hidden=64, epochs=4)
+
+
+def _ch00_run(loss, seed):
+    """One run of chapter 00's loop in its exercises' setting (the first 5,000 training images, two hidden layers
+    of 64, 4 epochs, one thread): the test ECE (15 equal-width bins) before and after TS fitted on the validation
+    split by NLL and by the ECE grid, and the two temperatures."""
+    return _ch00_cached_run(loss, seed, **_CH00_SETTING)
+
+
+@functools.lru_cache(maxsize=None)
+def _ch00_cached_run(loss, seed, n_train, hidden, epochs):
+    import warnings
+
+    import torch
+    from scipy.special import softmax
+
+    from calib import metrics
+    from calib.losses import get_loss
+    from calib.posthoc import TemperatureScaling
+    from calib.run_config import paper_milestones
+
+    data = _ch00_data(n_train)
+    mean, std = torch.as_tensor(data.mean), torch.as_tensor(data.std)
+
+    def inputs(images):
+        x = torch.as_tensor(images, dtype=torch.float32) / 255.0
+        return ((x - mean.view(1, -1, 1, 1)) / std.view(1, -1, 1, 1)).flatten(1)
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        x_train, y_train = inputs(data.x_train), torch.as_tensor(data.y_train)
+        loss_fn = get_loss("ce", secondary="s-avuc", secondary_weight=1.0) if loss == "ce+s-avuc" else get_loss(loss)
+        torch.manual_seed(seed)
+        model = torch.nn.Sequential(torch.nn.Linear(x_train.shape[1], hidden), torch.nn.ReLU(),
+                                    torch.nn.Linear(hidden, hidden), torch.nn.ReLU(),
+                                    torch.nn.Linear(hidden, data.n_classes))
+        optimiser = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
+        schedule = torch.optim.lr_scheduler.MultiStepLR(optimiser, milestones=paper_milestones(epochs), gamma=0.1)
+        order = torch.Generator().manual_seed(seed)
+        model.train()
+        for epoch in range(1, epochs + 1):
+            if hasattr(loss_fn, "set_epoch"):
+                loss_fn.set_epoch(epoch, epochs)
+            for batch in torch.randperm(len(y_train), generator=order).split(256):
+                optimiser.zero_grad()
+                loss_fn(model(x_train[batch]), y_train[batch]).backward()
+                optimiser.step()
+            schedule.step()
+        model.eval()
+        with torch.no_grad():
+            z_val, z_test = (model(inputs(x)).double().numpy() for x in (data.x_val, data.x_test))
+    finally:
+        torch.set_num_threads(threads)
+    out = {"ece": metrics.ece(softmax(z_test, axis=1), data.y_test, n_bins=15)}
+    for objective in ("nll", "ece"):
+        with warnings.catch_warnings():          # the ECE grid's edge warning: the exercise compares the two fits
+            warnings.simplefilter("ignore")
+            ts = TemperatureScaling(objective).fit(z_val, data.y_val)
+        out[f"t_{objective}"] = ts.temperature_
+        out[f"ece_ts_{objective}"] = metrics.ece(ts.predict_proba(z_test), data.y_test, n_bins=15)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _ch00_data(n_train):
+    from calib.data import load_dataset
+
+    return load_dataset("fashion-mnist").subset(n_train=n_train)
+
+
+def _ch00_interval(loss, other, score, other_score=None):
+    """The paired 95 % interval over seeds 0, 1, 2 of ``score`` of ``loss`` minus ``other_score`` of ``other``."""
+    import numpy as np
+
+    from calib.stats import paired_seed_interval
+
+    a = np.array([_ch00_run(loss, seed)[score] for seed in range(3)])
+    b = np.array([_ch00_run(other, seed)[other_score or score] for seed in range(3)])
+    interval = paired_seed_interval(a, b)
+    return (interval.low, interval.high)
+
+
+_VERDICT_HINT = "which side of zero the interval lies on: 'lower', 'higher' or 'no difference'"
+
+register("ch00-ex-focal-3", "00-using-calib",
+         interval=interval_claim(lambda: _ch00_interval("fl-3", "flsd-53", "t_nll"),
+                                 hint="a paired interval over seeds of the difference of the fitted temperatures"),
+         verdict=Expected(lambda: verdict_of(_ch00_interval("fl-3", "flsd-53", "t_nll")), close_digits=None,
+                          hint=_VERDICT_HINT))
+register("ch00-ex-ece-grid", "00-using-calib",
+         interval=interval_claim(lambda: _ch00_interval("flsd-53", "flsd-53", "ece_ts_ece", "ece_ts_nll"),
+                                 hint="a paired interval over seeds of the difference of two fits' test ECE"),
+         verdict=Expected(lambda: verdict_of(_ch00_interval("flsd-53", "flsd-53", "ece_ts_ece", "ece_ts_nll")),
+                          close_digits=None, hint=_VERDICT_HINT))
+register("ch00-ex-secondary", "00-using-calib",
+         interval=interval_claim(lambda: _ch00_interval("ce+s-avuc", "ce", "ece"),
+                                 hint="a paired interval over seeds of the difference of the test ECE before any map"),
+         verdict=Expected(lambda: verdict_of(_ch00_interval("ce+s-avuc", "ce", "ece")), close_digits=None,
+                          hint=_VERDICT_HINT),
+         verdict_after_ts=Expected(lambda: verdict_of(_ch00_interval("ce+s-avuc", "ce", "ece_ts_nll")),
+                                   close_digits=None, hint=_VERDICT_HINT))
 
 
 # --- 01 Measuring calibration ------------------------------------------------------------------------------------
@@ -344,9 +450,6 @@ register("ex-flsd532", "03-choosing-gamma",
 
 # --- 04 Weight magnification in a linear model -------------------------------------------------------------------
 
-import functools  # noqa: E402  (the answer key of chapter 04 caches its reruns)
-
-
 @functools.lru_cache(maxsize=None)
 def _linear_toy_rerun(noise=0.1, gamma=1.0, half_side=2.0, seeds=tuple(range(5))):
     """Chapter 04 at one setting, as its solutions rerun it (App. B toy, 500 full-batch steps of 0.5 from 0)."""
@@ -501,6 +604,53 @@ register("ch06-ex-float32", "06-focal-loss-is-not-proper",
                          hint="the smallest float32 and underflow"))
 
 
+def _ch06_kkt(part):
+    """ch06-ex-kkt: the focal-risk minimiser for eta = (0.5, 0.3, 0.2), gamma = 2, and the multiplier lambda of
+    the Lagrangian W + lambda (sum q - 1) at it, lambda = eta_i phi(q_i) / q_i (the same for every i)."""
+    import numpy as np
+
+    from calib.focal import focal_optimal_prediction, gradient_factor
+
+    eta = np.array([0.5, 0.3, 0.2])
+    q = focal_optimal_prediction(eta, 2.0)
+    return q if part == "minimiser" else float(np.mean(eta * gradient_factor(q, 2.0) / q))
+
+
+def _ch06_ls_inverse(smoothing):
+    """The map from t = Psi(q*)_i back to eta_i under label smoothing: eps/K on every class or eps/(K-1) on the
+    wrong ones, in the symbols t, epsilon, K."""
+    sp = _sympy()
+    t, eps, k = sp.symbols("t epsilon K")
+    return (t - eps / k) / (1 - eps) if smoothing == "uniform" else ((k - 1) * t - eps) / (k - 1 - k * eps)
+
+
+def _ch06_ls_minimiser(smoothing, eta=(0.6, 0.3, 0.1), eps=0.1, gamma=2.0):
+    import numpy as np
+
+    from calib.focal import focal_optimal_prediction
+
+    eta = np.asarray(eta)
+    k = len(eta)
+    target = (1 - eps) * eta + (eps / k if smoothing == "uniform" else eps * (1 - eta) / (k - 1))
+    return focal_optimal_prediction(target, gamma)
+
+
+register("ch06-ex-kkt", "06-focal-loss-is-not-proper",
+         minimiser=Expected(lambda: _ch06_kkt("minimiser"), rtol=1e-6,
+                            hint="the minimiser of the focal risk over the simplex"),
+         multiplier=Expected(lambda: _ch06_kkt("multiplier"), rtol=1e-6,
+                             hint="stationarity of the Lagrangian, with the sign convention the exercise gives"))
+register("ch06-ex-ls", "06-focal-loss-is-not-proper",
+         inverse_uniform=Expected(lambda: _ch06_ls_inverse("uniform"), exact=True,
+                                  hint="the smoothed target is affine in eta"),
+         inverse_wrong=Expected(lambda: _ch06_ls_inverse("wrong"), exact=True,
+                                hint="the smoothed target is affine in eta, with another slope and offset"),
+         minimiser_uniform=Expected(lambda: _ch06_ls_minimiser("uniform"), rtol=1e-6,
+                                    hint="focal loss's minimiser for the smoothed target"),
+         minimiser_wrong=Expected(lambda: _ch06_ls_minimiser("wrong"), rtol=1e-6,
+                                  hint="focal loss's minimiser for the smoothed target"))
+
+
 # --- Chapter 10's stored grid, which the exercises of chapters 07 and 10 read ---------------------------------------
 
 from pathlib import Path  # noqa: E402
@@ -628,6 +778,28 @@ register("ch07-ex-stored-focal", "07-focal-calibration-map",
          accuracy=Expected(lambda: _stored_focal("accuracy"), rtol=0, atol=1e-9,
                            hint="the negative log-likelihood, order softmax, Psi^3, FTS"))
 
+
+@functools.lru_cache(maxsize=None)
+def _ch07_prop5_worst(gamma=0.5):
+    """The worst change of the top-class probability under Psi^gamma over four classes (Nelder-Mead over three
+    logits, the fourth 0, from 20 seeded starts), and the top probability where it is reached."""
+    import numpy as np
+    from scipy.optimize import minimize
+    from scipy.special import softmax
+
+    from calib.focal import top_label_gain
+
+    best = min((minimize(lambda z: top_label_gain(np.append(z, 0.0)[None], gamma)[0], x0, method="Nelder-Mead",
+                         options={"xatol": 1e-10, "fatol": 1e-14, "maxiter": 4000})
+                for x0 in np.random.default_rng(1).normal(size=(20, 3))), key=lambda r: r.fun)
+    return float(best.fun), float(softmax(np.append(best.x, 0.0)).max())
+
+
+register("ch07-ex-prop5-search", "07-focal-calibration-map",
+         worst_drop=Expected(lambda: _ch07_prop5_worst()[0], rtol=1e-3, close_digits=2,
+                             hint="the smallest change of the top-class probability under the focal map"),
+         top_probability=Expected(lambda: _ch07_prop5_worst()[1], rtol=1e-3, close_digits=2,
+                                  hint="where on the simplex the focal map lowers the top class most"))
 
 # --- 08 Soft calibration objectives ------------------------------------------------------------------------------
 
@@ -848,7 +1020,28 @@ register("ch10-ex-verify", "10-benchmark",
 
 # --- 11 The papers' tables ---------------------------------------------------------------------------------------
 
-# (the chapter's exercises are registered here)
+def _ch11_yardstick(part):
+    """ch11-ex-yardstick: rows of Komisarenko & Kull's Table 1 (ECE) whose FTS gain over TS exceeds
+    sqrt(s_TS^2 + s_FTS^2), or 2 s / sqrt(5) with s the larger printed standard deviation."""
+    import numpy as np
+
+    from calib.published import read_published, recount, select
+
+    rows = select(read_published("komisarenko2024"), metric="ECE")
+    cells = recount(rows, "FTS", ["TS"], field="stage", cell_by=("dataset", "method")).cells
+    stds = {(r["dataset"], r["method"], r["stage"]): r["std"] for r in rows}
+    if part == "independent":
+        return int(sum(c["margin"] > np.hypot(stds[(*c["key"], "TS")], stds[(*c["key"], "FTS")]) for c in cells))
+    return int(sum(c["margin"] > 2 * c["std"] / np.sqrt(5) for c in cells))
+
+
+register("ch11-ex-yardstick", "11-paper-tables",
+         independent=Expected(lambda: _ch11_yardstick("independent"), rtol=0, atol=0.5, close_digits=None,
+                              hint="the spread of a difference of two independent means"),
+         two_standard_errors=Expected(lambda: _ch11_yardstick("two_standard_errors"), rtol=0, atol=0.5,
+                                      close_digits=None, hint="the standard error of a mean over five seeds"),
+         fits=Expected(lambda: "neither", close_digits=None,
+                       hint="what the two maps share: 'independent', 'two standard errors' or 'neither'"))
 
 
 def _rows_compared(min_cells: int = 5, complete: bool = False) -> dict[str, list[int]]:
