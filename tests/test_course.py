@@ -271,3 +271,95 @@ def test_launch_buttons_are_off_until_the_repository_has_an_address_and_link_the
     notebook = "chapters/01-measuring-calibration.ipynb"
     assert urls == [f"https://colab.research.google.com/github/owner/calib/blob/main/{notebook}",
                     f"https://mybinder.org/v2/gh/owner/calib/main?urlpath=lab/tree/{notebook}"]
+
+
+# --- parts with several valid answers: the same rule in check, the public and the hidden tests ----------------------
+
+def _entropy_above_one(answer):
+    import numpy as np
+
+    p = np.asarray(answer, dtype=float)
+    return p.ndim == 1 and bool(np.all(p >= 0)) and abs(p.sum() - 1) < 1e-9 and -(p[p > 0] * np.log(p[p > 0])).sum() > 1
+
+
+def _rule_parts():
+    from calib_book.answers import construction, interval_claim
+
+    bound = Expected(lambda: 1.0, rtol=5e-3, atol=0, accept="any-of", alternatives=lambda: [0.25], accepts="either")
+    interval = interval_claim(lambda: (0.10, 0.30), hint="seed noise")
+    example = construction(_entropy_above_one, lambda: [0.25, 0.25, 0.25, 0.25], accepts="any such p", hint="entropy")
+    return [course.KeyPart("00-x", "ex-rules", name, spec, spec.compute())
+            for name, spec in (("bound", bound), ("interval", interval), ("example", example))]
+
+
+def _run_test_file(path, answers):
+    from otter.test_files import ExceptionTestFile
+
+    test = ExceptionTestFile.from_file(str(path))
+    test.run({course.answer_variable("ex-rules"): answers})
+    return {case.test_case.name: case.passed for case in test.test_case_results}
+
+
+@pytest.mark.parametrize("hidden", [False, True])
+def test_parts_with_several_valid_answers_are_graded_by_their_rule_in_the_course_tests(tmp_path, hidden):
+    """Issue 27, item 3: an alternative value, an interval within seed noise and a construction are graded by the
+    autograder (before: left out of it and graded by hand with check); the public test of an interval checks only
+    its form and holds no value of the key's interval."""
+    parts = _rule_parts()
+    source = course.test_file("ex-rules", parts, hidden=hidden)
+    path = tmp_path / "ex-rules.py"
+    path.write_text(source)
+    assert "0.1" not in source.split("HIDDEN =")[0].split("# --- the tests of exercise")[1]   # no public value
+    right = [dict(bound=1.0, interval=(0.12, 0.31), example=[0.5, 0.25, 0.25]),
+             dict(bound=0.2501, interval=(0.08, 0.29), example=[0.3, 0.3, 0.4])]
+    for answers in right:
+        assert all(_run_test_file(path, answers).values()), answers
+    wrong = dict(bound=0.5, interval=(0.5, 0.7), example=[0.9, 0.1])
+    verdicts = _run_test_file(path, wrong)
+    assert not verdicts["ex-rules bound"] and not verdicts["ex-rules example"]
+    assert verdicts["ex-rules interval (its form; the interval is graded)"]          # the form is right
+    if hidden:
+        graded = {name.removesuffix(" (graded)"): ok for name, ok in verdicts.items() if name.endswith("(graded)")}
+        assert graded == {"ex-rules bound": False, "ex-rules interval": False, "ex-rules example": False}
+    malformed = _run_test_file(path, dict(bound=1.0, interval=(0.3, 0.1), example="abc"))
+    assert not malformed["ex-rules interval (its form; the interval is graded)"]
+    assert not malformed["ex-rules example"]
+
+
+def test_check_applies_the_same_rules_as_the_course_tests():
+    from calib_book import exercises
+
+    parts = {p.part: p.spec for p in _rule_parts()}
+    exercises.EXERCISES["ex-rules"] = exercises.Exercise("ex-rules", "00-x", parts)
+    try:
+        grade = lambda **kw: {p.part: p.verdict for p in exercises.check("ex-rules", quiet=True, **kw).parts}  # noqa
+        assert grade(bound=0.25, interval=(0.12, 0.31), example=[0.3, 0.3, 0.4]) == dict.fromkeys(parts, "right")
+        assert grade(bound=0.5, interval=(0.5, 0.7), example=[0.9, 0.1]) == dict.fromkeys(parts, "wrong")
+        assert grade(interval="(0.1, 0.3)", example=None) == dict(interval="wrong", example="wrong")
+    finally:
+        exercises.EXERCISES.pop("ex-rules")
+        for name in parts:
+            exercises._CACHE.pop(("ex-rules", name), None)
+
+
+def test_a_construction_needs_a_def_whose_source_the_test_files_carry():
+    from calib_book.answers import construction
+
+    part = course.KeyPart("00-x", "ex-rules", "example",
+                          construction(lambda p: True, lambda: [1.0], accepts="any", hint="h"), [1.0])
+    with pytest.raises(ValueError, match="def function"):
+        course.test_file("ex-rules", [part], hidden=False)
+    with pytest.raises(ValueError, match="alternatives= goes with accept='any-of'"):
+        Expected(lambda: 1.0, alternatives=lambda: [2.0])
+    with pytest.raises(ValueError, match="accept='between'"):
+        Expected(lambda: 1.0, accept="between")
+
+
+def test_a_whole_expected_value_with_a_tight_tolerance_is_not_graded_as_a_count():
+    """A value that happens to be whole (1.0 to six digits) was graded as a count, to the nearest unit: 0.5 and 1.4
+    passed its public test. Only a count (a tolerance of half a unit) is graded to the whole number."""
+    spec = course.public_spec(_part(1.0, rtol=1e-6, atol=0))
+    assert course_check.public_verdict(1.0, spec) and course_check.public_verdict(1.0 + 4e-7, spec)
+    assert not course_check.public_verdict(0.5, spec) and not course_check.public_verdict(1.4, spec)
+    count = course.public_spec(_part(7.0, rtol=0, atol=0.5))
+    assert course_check.public_verdict(7, count) and not course_check.public_verdict(7.6, count)

@@ -11,8 +11,8 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["Expected", "Exercise", "EXERCISES", "register", "interval_claim", "interval_within_seed_noise",
-           "verdict_of", "benchmark_runs", "BENCHMARK_STORE", "BENCHMARK_MODEL"]
+__all__ = ["Expected", "Exercise", "EXERCISES", "ACCEPT_RULES", "register", "interval_claim", "construction",
+           "accepted", "interval_within_seed_noise", "verdict_of", "benchmark_runs", "BENCHMARK_STORE", "BENCHMARK_MODEL"]
 
 
 @dataclass(frozen=True)
@@ -37,11 +37,17 @@ class Expected:
         Shown with a ``wrong`` or ``close`` answer: the concept the part tests, never the method or the answer.
     points : int
         What a right answer to this part earns in the course's grading (the syllabus and the autograder read it).
-    accept : callable or None
-        For a question with several valid answers (a bound): called with the expected value and the answer, true
-        when the answer is one of the valid ones; the expected value is then the reference the rule names.
+    accept : str, callable or None
+        For a question with several valid answers, the rule that decides (:mod:`calib_book.course_check` applies it,
+        in ``check`` and in the course's public and hidden tests alike): ``"any-of"`` (within ``rtol``/``atol`` of
+        the expected value or of one of ``alternatives()``), ``"interval"`` (the expected value is the key's 95 %
+        interval, and an interval within seed noise of it is right: :func:`~calib_book.course_check.within_seed_noise`),
+        or a construction's property ``verify(answer) -> bool`` (the expected value is one valid example; see
+        :func:`construction`).
     accepts : str
         The valid answers in words, for :func:`calib_book.exercises.rule` (with ``accept``).
+    alternatives : callable or None
+        With ``accept="any-of"``: returns the list of the other valid values.
     exact : bool
         The part asks for a closed form: only a sympy expression equal to the expected one is ``right``; a decimal
         number (which the chapter may print) is at best ``close``.
@@ -53,9 +59,21 @@ class Expected:
     close_digits: int | None = 3
     hint: str = ""
     points: int = 1
-    accept: Callable[[Any, Any], bool] | None = None
+    accept: str | Callable[[Any], bool] | None = None
     accepts: str = ""
     exact: bool = False
+    alternatives: Callable[[], list] | None = None
+
+    def __post_init__(self):
+        if isinstance(self.accept, str) and self.accept not in ACCEPT_RULES:
+            raise ValueError(f"accept={self.accept!r}: give one of {', '.join(ACCEPT_RULES)}, a construction's "
+                             f"verify(answer) -> bool, or None.")
+        if (self.alternatives is not None) != (self.accept == "any-of"):
+            raise ValueError("alternatives= goes with accept='any-of' (the other valid values), and only with it.")
+
+
+#: The rules for a part with several valid answers that need no secret to state (see :class:`Expected`).
+ACCEPT_RULES = ("any-of", "interval")
 
 
 @dataclass(frozen=True)
@@ -85,28 +103,51 @@ def register(label: str, chapter: str, **parts: Expected) -> Exercise:
 
 
 def interval_within_seed_noise(reference, given) -> bool:
-    """The rule for an interval a training exercise claims: ``given = (low, high)`` is right when its centre lies
-    within a quarter of the reference interval's width of the reference centre (what seed noise and another
-    machine's arithmetic explain) and its width is within a factor 1.5 of the reference width. The reference is
-    the key's own rerun of the exercise's runs (or the stored runs)."""
-    import numpy as np
+    """The rule for an interval a training exercise claims (:func:`calib_book.course_check.within_seed_noise`):
+    false, rather than an error, for an answer that is not an interval."""
+    from calib_book import course_check
 
-    low, high = (float(v) for v in np.asarray(given, dtype=float).ravel()[:2])
-    ref_low, ref_high = (float(v) for v in np.asarray(reference, dtype=float).ravel())
-    if not low <= high:
+    try:
+        return course_check.within_seed_noise(reference, given)
+    except AssertionError:
         return False
-    width = ref_high - ref_low
-    centred = abs((low + high) / 2 - (ref_low + ref_high) / 2) <= width / 4
-    return bool(centred and width / 1.5 <= high - low <= 1.5 * width)
 
 
 def interval_claim(reference: Callable[[], Any], hint: str, points: int = 2) -> Expected:
     """An Expected for a training exercise's 95 % interval ``(low, high)``, graded by
     :func:`interval_within_seed_noise` against ``reference()``."""
     return Expected(reference, rtol=1e-6, atol=1e-9, close_digits=None, hint=hint, points=points,
-                    accept=interval_within_seed_noise,
+                    accept="interval",
                     accepts="an interval (low, high) whose centre is within seed noise (a quarter of the reference "
                             "interval's width) of the runs' and whose width is within a factor 1.5 of theirs")
+
+
+def construction(verify: Callable[[Any], bool], example: Callable[[], Any], accepts: str, hint: str,
+                 points: int = 2) -> Expected:
+    """An Expected for an exercise that asks for an example or a counterexample: any answer for which
+    ``verify(answer)`` is true is right; ``example()`` is one (the course's planted right submission).
+
+    ``verify`` must be self-contained (its imports inside its body; numpy, scipy and sympy only; no module
+    globals): the course's test files carry its source, so that students' public tests and the hidden tests apply
+    the same property. It returns False (or raises) for an answer of the wrong form."""
+    if not callable(verify) or not callable(example):
+        raise ValueError("construction(verify, example, ...): give two callables, verify(answer) -> bool and "
+                         "example() -> one valid answer.")
+    return Expected(example, close_digits=None, hint=hint, points=points, accept=verify, accepts=accepts)
+
+
+def accepted(spec: Expected, expected, given) -> bool:
+    """Whether ``given`` is one of the valid answers of a part with an ``accept`` rule (see :class:`Expected`)."""
+    from calib_book import course_check
+
+    if spec.accept == "interval":
+        return interval_within_seed_noise(expected, given)
+    if spec.accept == "any-of":
+        return course_check.any_of([expected, *spec.alternatives()], given, spec.rtol, spec.atol)
+    try:
+        return bool(spec.accept(given))
+    except Exception:           # a construction of the wrong form is not a valid one
+        return False
 
 
 def verdict_of(interval) -> str:
@@ -735,13 +776,6 @@ def _stored_focal_scores():
     return {metric: np.array(values) for metric, values in scores.items()}
 
 
-def _official_equal_mass_bins(expected, given) -> bool:
-    """The three ECEs with the official code's equal-mass bins (edges interpolated between sorted confidences)."""
-    import numpy as np
-
-    return bool(np.allclose(np.asarray(given, dtype=float), _stored_focal("ece_official"), rtol=1e-6, atol=1e-9))
-
-
 _STORED_FOCAL: dict = {}
 
 
@@ -768,7 +802,8 @@ register("ch07-ex-planted", "07-focal-calibration-map",
          gamma=Expected(lambda: 1.0, atol=1e-9, hint="identifiability of the focal temperature map"),
          temperature=Expected(lambda: 0.5, atol=1e-9, hint="identifiability of the focal temperature map"))
 register("ch07-ex-stored-focal", "07-focal-calibration-map",
-         ece=Expected(lambda: _stored_focal("ece"), rtol=1e-6, atol=1e-9, accept=_official_equal_mass_bins,
+         ece=Expected(lambda: _stored_focal("ece"), rtol=1e-6, atol=1e-9, accept="any-of",
+                      alternatives=lambda: [_stored_focal("ece_official")],
                       accepts="6 significant digits, with calib's 15 equal-mass bins (sorted confidences cut into "
                               "15 parts whose sizes differ by at most 1) or the official code's (edges interpolated "
                               "between sorted confidences)",
@@ -1076,16 +1111,9 @@ def _chance_coincidence_expectation(p_cell: float = 1 / 50, min_cells: int = 5) 
     return total
 
 
-def _valid_coincidence_bound(union_bound, given) -> bool:
-    """Either valid bound on the expected chance coincidences: the union bound over the pairs compared,
-    pairs x (1/50)^5, or the tighter one that counts only pairs of rows of one length, each with (1/50)^m (the
-    expectation itself); to three significant digits."""
-    value = float(given)
-    return any(abs(value - bound) <= 5e-3 * bound for bound in (float(union_bound), _chance_coincidence_expectation()))
-
-
 register("ch11-ex-coincidence", "11-paper-tables",
-         expected_coincidences=Expected(_chance_coincidence_bound, rtol=1e-6, atol=0, accept=_valid_coincidence_bound,
+         expected_coincidences=Expected(_chance_coincidence_bound, rtol=5e-3, atol=0, accept="any-of",
+                                        alternatives=lambda: [_chance_coincidence_expectation()],
                                         accepts="either valid bound to 3 significant digits: the union bound over "
                                                 "the pairs compared, or the tighter one that counts only the pairs "
                                                 "that can agree cell for cell",

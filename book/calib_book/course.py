@@ -26,6 +26,7 @@ import math
 import re
 import secrets
 import shutil
+import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +39,7 @@ from calib_book.answers import EXERCISES, Expected
 from calib_book.paths import BUNDLE_MARKER
 from calib_book.student import _EXERCISE_LABEL, strip_solutions
 
-__all__ = ["KeyPart", "key_parts", "manual_parts", "answer_variable", "public_spec", "test_file", "student_notebook",
+__all__ = ["KeyPart", "key_parts", "answer_variable", "public_spec", "test_file", "student_notebook",
            "instructor_notebook", "planted_submission", "expected_points", "build_course", "grade",
            "SelfTestRow", "self_test", "self_test_table", "STUDENT_SKIPS",
            "REQUIREMENTS"]
@@ -72,6 +73,13 @@ class KeyPart:
         return getattr(self.spec, "points", 1)
 
     @property
+    def rule(self) -> str:
+        """How the part is graded: ``"value"`` (one right value), ``"any-of"``, ``"interval"`` or
+        ``"construction"`` (see :class:`calib_book.answers.Expected`)."""
+        accept = getattr(self.spec, "accept", None)
+        return "value" if accept is None else accept if isinstance(accept, str) else "construction"
+
+    @property
     def symbolic(self) -> bool:
         """Whether the expected value is a sympy expression with free symbols."""
         import sympy
@@ -79,21 +87,13 @@ class KeyPart:
         return isinstance(self.value, sympy.Basic) and not self.value.is_number
 
 
-def key_parts(chapter: str | None = None, graded_only: bool = True) -> list[KeyPart]:
-    """Every part of every self-checked exercise (of one chapter) that the autograder grades, in the key's order,
-    its value computed. A part with several valid answers (an ``accept`` rule: an interval within seed noise, any
-    valid bound, another binning) is not among them: no digest or fixed value decides it, so it is graded with
-    :func:`calib_book.exercises.check` (:func:`manual_parts` lists them; the syllabus's guide says how).
-    ``graded_only=False`` gives every part (the leak scan looks for every expected value)."""
+def key_parts(chapter: str | None = None) -> list[KeyPart]:
+    """Every part of every self-checked exercise (of one chapter), in the key's order, its value computed. Every
+    part is graded by the autograder: a part with several valid answers by its ``accept`` rule, which its public and
+    hidden tests apply (see :mod:`calib_book.course_check`)."""
     return [KeyPart(ex.chapter, label, name, spec, spec.compute())
             for label, ex in EXERCISES.items() if chapter is None or ex.chapter == chapter
-            for name, spec in ex.parts.items() if not graded_only or getattr(spec, "accept", None) is None]
-
-
-def manual_parts(chapter: str | None = None) -> list[tuple[str, str]]:
-    """``(label, part)`` of the parts with several valid answers, graded with ``check`` rather than the autograder."""
-    return [(label, name) for label, ex in EXERCISES.items() if chapter is None or ex.chapter == chapter
-            for name, spec in ex.parts.items() if getattr(spec, "accept", None) is not None]
+            for name, spec in ex.parts.items()]
 
 
 def answer_variable(label: str) -> str:
@@ -120,19 +120,30 @@ def _symbol_points(part: KeyPart, salt: str, count: int = 3) -> dict[str, list[f
 
 def public_spec(part: KeyPart, salt: str | None = None) -> dict:
     """What a public test holds for ``part``: per element, the decimal exponent of the rounding step and the digests
-    of the roundings of the tolerance band (see :mod:`calib_book.course_check`); no value."""
+    of the roundings of the tolerance band (see :mod:`calib_book.course_check`); no value. A part with several
+    valid answers holds the digests of each (``any-of``), or only its kind where its rule needs no value (an
+    interval's form, a construction's property, which the test file carries)."""
     salt = salt or secrets.token_hex(16)
-    if isinstance(part.value, (bool, np.bool_)):
-        return {"kind": "bool", "salt": salt, "digests": [[course_check.digest(salt, 0, str(bool(part.value)))]]}
-    if isinstance(part.value, str):
+    if part.rule == "any-of":
+        values = [part.value, *part.spec.alternatives()]
+        return {"kind": "any-of", "options": [_value_spec(v, part, f"{salt}{i}") for i, v in enumerate(values)]}
+    if part.rule in ("interval", "construction"):
+        return {"kind": part.rule}
+    return _value_spec(part.value, part, salt)
+
+
+def _value_spec(value, part: KeyPart, salt: str) -> dict:
+    if isinstance(value, (bool, np.bool_)):
+        return {"kind": "bool", "salt": salt, "digests": [[course_check.digest(salt, 0, str(bool(value)))]]}
+    if isinstance(value, str):
         return {"kind": "text", "salt": salt,
-                "digests": [[course_check.digest(salt, 0, course_check.normal_text(part.value))]]}
+                "digests": [[course_check.digest(salt, 0, course_check.normal_text(value))]]}
     symbols = _symbol_points(part, salt) if part.symbolic else None
-    values = course_check.as_numbers(part.value, symbols)
+    values = course_check.as_numbers(value, symbols)
     exponents, digests = [], []
     for i, e in enumerate(values.reshape(-1)):
         tol = part.spec.atol + part.spec.rtol * abs(e)
-        integral = float(e).is_integer() and tol < 1
+        integral = float(e).is_integer() and 0.5 <= tol < 1     # a count: only the whole number itself
         exponent = 0 if integral else math.ceil(math.log10(2 * tol))
         low, high = (round(e), round(e)) if integral else \
             (course_check.rounded(e - tol, exponent), course_check.rounded(e + tol, exponent))
@@ -145,6 +156,10 @@ def public_spec(part: KeyPart, salt: str | None = None) -> dict:
 def _hidden_value(part: KeyPart):
     import sympy
 
+    if part.rule == "any-of":
+        return [np.asarray(v, dtype=float).tolist() for v in (part.value, *part.spec.alternatives())]
+    if part.rule == "construction":
+        return None                     # the property decides; the test file carries it
     if isinstance(part.value, (bool, np.bool_)):
         return bool(part.value)
     if isinstance(part.value, str):
@@ -159,16 +174,34 @@ def _helper_source() -> str:
     return source.replace("from __future__ import annotations\n", "")
 
 
+def _verify_source(part: KeyPart, name: str) -> str:
+    """The source of a construction's property, bound to ``name`` in the test file."""
+    verify = part.spec.accept
+    try:
+        source = textwrap.dedent(inspect.getsource(verify))
+    except (OSError, TypeError) as exc:
+        raise ValueError(f"{part.label} {part.part}: the construction's verify has no source to copy into the test "
+                         f"files ({exc}); define it with def in calib_book/answers.py.") from None
+    if verify.__name__ == "<lambda>" or not source.startswith("def "):
+        raise ValueError(f"{part.label} {part.part}: give the construction's verify as a def function (its source "
+                         f"goes into the course's test files), not a lambda.")
+    return f"{source.rstrip()}\n\n\n{name} = {verify.__name__}\n"
+
+
 def test_file(label: str, parts: list[KeyPart], hidden: bool) -> str:
     """The source of the otter test file of exercise ``label``: one public case per part (no points), and with
-    ``hidden`` one hidden case per part worth the part's points, holding the expected value and tolerances."""
+    ``hidden`` one hidden case per part worth the part's points, holding the expected value and tolerances. A part
+    with several valid answers is decided by its rule (:class:`KeyPart`'s ``rule``), in both cases."""
     variable = answer_variable(label)
     public = {p.part: public_spec(p) for p in parts}
     lines = [_helper_source(), "", "# --- the tests of exercise " + label + " " + "-" * 40,
              "from otter.test_files import test_case", "", "OK_FORMAT = False", f"name = {label!r}",
              f"PUBLIC = {public!r}", ""]
+    for i, p in enumerate(parts):
+        if p.rule == "construction":
+            lines += ["", _verify_source(p, f"_verify_{i}")]
     if hidden:
-        key = {p.part: {"expected": _hidden_value(p), "rtol": p.spec.rtol, "atol": p.spec.atol,
+        key = {p.part: {"rule": p.rule, "expected": _hidden_value(p), "rtol": p.spec.rtol, "atol": p.spec.atol,
                         "symbols": public[p.part].get("symbols")} for p in parts}
         lines += [f"HIDDEN = {key!r}", ""]
     lines += ["", "def _answer(env, part):",
@@ -179,17 +212,26 @@ def test_file(label: str, parts: list[KeyPart], hidden: bool) -> str:
               "    return answers[part]", ""]
     for i, p in enumerate(parts):
         hint = f" ({p.spec.hint})" if p.spec.hint else ""
-        lines += ["", f"@test_case(name={f'{label} {p.part}'!r}, points=0, hidden=False)",
-                  f"def public_{i}(env):",
-                  f"    if not public_verdict(_answer(env, {p.part!r}), PUBLIC[{p.part!r}]):",
-                  f"        raise AssertionError({f'{label} {p.part}: wrong{hint}'!r})", ""]
+        wrong = f"{label} {p.part}: wrong{hint}"
+        if p.rule == "interval":         # the key's interval is not public: the public test checks the form only
+            name, body = f"{label} {p.part} (its form; the interval is graded)", \
+                [f"    interval_form(_answer(env, {p.part!r}))"]
+        elif p.rule == "construction":
+            name, body = f"{label} {p.part}", [f"    if not _holds(_verify_{i}, _answer(env, {p.part!r})):",
+                                               f"        raise AssertionError({wrong!r})"]
+        else:
+            name, body = f"{label} {p.part}", [f"    if not public_verdict(_answer(env, {p.part!r}), "
+                                               f"PUBLIC[{p.part!r}]):",
+                                               f"        raise AssertionError({wrong!r})"]
+        lines += ["", f"@test_case(name={name!r}, points=0, hidden=False)", f"def public_{i}(env):", *body, ""]
         if hidden:
+            given = f"env.get({variable!r}, {{}}).get({p.part!r}, ...)"
+            if p.rule == "construction":
+                check = f"    assert _holds(_verify_{i}, {given})"
+            else:
+                check = f"    assert graded_verdict({given}, HIDDEN[{p.part!r}])"
             lines += ["", f"@test_case(name={f'{label} {p.part} (graded)'!r}, points={p.points!r}, hidden=True)",
-                      f"def hidden_{i}(env):",
-                      f"    spec = HIDDEN[{p.part!r}]",
-                      f"    given = env.get({variable!r}, {{}}).get({p.part!r}, ...)",
-                      "    assert hidden_verdict(given, spec['expected'], spec['rtol'], spec['atol'], spec['symbols'])",
-                      ""]
+                      f"def hidden_{i}(env):", check, ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -11,6 +11,13 @@ A symbolic answer is compared through its values at a few points of its symbols,
 A hidden test holds the expected value and the tolerances and compares as ``check`` does (``numpy.allclose``,
 sympy's ``simplify`` of the difference).
 
+A part with several valid answers is graded by one of three rules that need no secret to state, so the public and
+the hidden tests both apply them: ``any-of`` (right when within the tolerances of any of the valid values: two
+conventions, two valid bounds; the public test holds the digests of each), ``interval`` (a 95 % interval from one's
+own runs, right when it agrees with the key's runs within seed noise, :func:`within_seed_noise`; the public test
+checks only its form, the hidden test holds the key's interval), and a construction (an example or counterexample,
+right when the exercise's property holds: the test file carries the property's own source).
+
 This module imports only the standard library, numpy and sympy: the course's test files carry its source.
 """
 
@@ -78,6 +85,8 @@ def normal_text(text: str) -> str:
 def public_verdict(given, spec: dict) -> bool:
     """True when every element of ``given`` rounds to a digest the public test holds; raises AssertionError with
     the reason when the answer cannot be compared (no answer, wrong shape, not a number)."""
+    if spec["kind"] == "any-of":
+        return any(public_verdict(given, option) for option in spec["options"])
     if spec["kind"] == "text":
         if given is Ellipsis:
             raise AssertionError(NOT_ANSWERED)
@@ -98,6 +107,45 @@ def public_verdict(given, spec: dict) -> bool:
         raise AssertionError("the answer holds a nan or an infinity")
     return all(digest(spec["salt"], i, str(rounded(float(x), spec["exponents"][i]))) in spec["digests"][i]
                for i, x in enumerate(flat))
+
+
+def within_seed_noise(reference, given) -> bool:
+    """The rule for an interval a training exercise claims: ``given = (low, high)`` is right when its centre lies
+    within a quarter of the reference interval's width of the reference centre (what seed noise and another
+    machine's arithmetic explain) and its width is within a factor 1.5 of the reference width."""
+    low, high = (float(v) for v in interval_form(given))
+    ref_low, ref_high = (float(v) for v in np.asarray(reference, dtype=float).ravel())
+    width = ref_high - ref_low
+    centred = abs((low + high) / 2 - (ref_low + ref_high) / 2) <= width / 4
+    return bool(centred and width / 1.5 <= high - low <= 1.5 * width)
+
+
+def interval_form(given) -> np.ndarray:
+    """``given`` as an interval ``(low, high)`` of finite numbers with low <= high; AssertionError saying what is
+    wrong with its form otherwise (the public test of an interval checks only this)."""
+    if given is Ellipsis:
+        raise AssertionError(NOT_ANSWERED)
+    try:
+        values = np.asarray(given, dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise AssertionError(f"expected an interval (low, high), got {type(given).__name__}") from None
+    if values.shape != (2,) or not np.all(np.isfinite(values)) or values[0] > values[1]:
+        raise AssertionError("expected an interval (low, high): two finite numbers, low <= high")
+    return values
+
+
+def any_of(references, given, rtol: float, atol: float) -> bool:
+    """True when ``given`` is within ``atol + rtol |v|`` of one of the valid values ``references``."""
+    try:
+        values = np.asarray(given, dtype=float)
+    except (TypeError, ValueError):
+        return False
+    for reference in references:
+        reference = np.asarray(reference, dtype=float)
+        if values.shape == reference.shape and bool(np.all(np.isfinite(values))) \
+                and bool(np.allclose(values, reference, rtol=rtol, atol=atol)):
+            return True
+    return False
 
 
 def hidden_verdict(given, expected, rtol: float, atol: float, symbols: dict[str, list[float]] | None) -> bool:
@@ -125,6 +173,31 @@ def hidden_verdict(given, expected, rtol: float, atol: float, symbols: dict[str,
     expected = np.asarray(expected, dtype=float)
     return values.shape == expected.shape and bool(np.all(np.isfinite(values))) \
         and bool(np.allclose(values, expected, rtol=rtol, atol=atol))
+
+
+def graded_verdict(given, spec: dict) -> bool:
+    """The hidden test's verdict on ``given`` under the part's rule (``spec``: rule, expected, rtol, atol,
+    symbols)."""
+    if given is Ellipsis:
+        return False
+    if spec["rule"] == "any-of":
+        return any_of(spec["expected"], given, spec["rtol"], spec["atol"])
+    if spec["rule"] == "interval":
+        try:
+            return within_seed_noise(spec["expected"], given)
+        except AssertionError:
+            return False
+    return hidden_verdict(given, spec["expected"], spec["rtol"], spec["atol"], spec["symbols"])
+
+
+def _holds(verify, given) -> bool:
+    """A construction's property on ``given``; an answer of the wrong form (the property raises) does not hold."""
+    if given is Ellipsis:
+        raise AssertionError(NOT_ANSWERED)
+    try:
+        return bool(verify(given))
+    except Exception:
+        return False
 
 
 def _plain(expression):

@@ -18,6 +18,7 @@ the text (trailing zeros and sign aside), a truncated one its start (``1.23456``
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 import zipfile
@@ -124,6 +125,9 @@ def key_needles(root: Path) -> tuple[list[Needle], dict[str, int]]:
         public_text += source
     needles = [Needle("solution", line, chapter) for line, chapter in solution_lines.items()
                if line not in public_text]
+    parts = key_parts()
+    # a construction's property is public: the course's test files carry its source, and it reveals no answer
+    public_text += "".join(inspect.getsource(p.spec.accept) for p in parts if p.rule == "construction")
     answers = root / "book" / "calib_book" / "answers.py"
     library = "".join(p.read_text(encoding="utf-8") for p in sorted((root / "calib").rglob("*.py")))
     needles += [Needle("key", line.strip(), "answers.py") for line in answers.read_text(encoding="utf-8").splitlines()
@@ -132,9 +136,9 @@ def key_needles(root: Path) -> tuple[list[Needle], dict[str, int]]:
     needles += [Needle("key", name, "answers.py") for name in ("from calib_book.answers import",
                                                                "import calib_book.answers", "EXERCISES[")]
     counts = {"values": 0, "values_too_short": 0}
-    for part in key_parts(graded_only=False):
+    for part in parts:
         where = f"{part.label} {part.part}"
-        if isinstance(part.value, (bool, np.bool_)):
+        if isinstance(part.value, (bool, np.bool_)) or part.rule == "construction":   # an example is no secret
             continue
         if isinstance(part.value, str):            # a verdict word ("lower", "no difference"): too common to scan
             counts["values_too_short"] += 1
@@ -146,7 +150,8 @@ def key_needles(root: Path) -> tuple[list[Needle], dict[str, int]]:
                 needles.append(Needle("value", text, where))
             continue
         precision = max(MIN_DIGITS, math.ceil(-math.log10(max(part.spec.rtol, 1e-17))) if part.spec.rtol else 0)
-        for element in np.asarray(part.value, dtype=float).reshape(-1):
+        values = [part.value, *part.spec.alternatives()] if part.rule == "any-of" else [part.value]
+        for element in np.concatenate([np.asarray(v, dtype=float).reshape(-1) for v in values]):
             if _significant_digits(element) < MIN_DIGITS:
                 counts["values_too_short"] += 1
                 continue
