@@ -394,6 +394,38 @@ register("ch01-ex-hidden-bin", "01-measuring-calibration",
          torchmetrics=Expected(lambda: _ch01_hidden_bin("torchmetrics"), hint="the binning convention of torchmetrics"))
 
 
+def _ch01_converse_holds(given) -> bool:
+    """ch01-ex-converse's property: ``given``, shape (A, 2, 3), is a three-class model on A equally likely inputs
+    (row a: the prediction, then the true posterior) that is top-label calibrated (population ECE 0, grouping by
+    the confidence) with a positive class-wise ECE (grouping by each class's probability)."""
+    import numpy as np
+
+    model = np.asarray(given, dtype=float)
+    if model.ndim != 3 or model.shape[1:] != (2, 3) or not np.all(np.isfinite(model)) or np.any(model < 0) \
+            or not np.allclose(model.sum(axis=2), 1.0, atol=1e-9):
+        return False
+    f, eta = model[:, 0], model[:, 1]
+
+    def mean_given(keys, values):          # E[values | keys], inputs equally likely
+        _, group = np.unique(keys, return_inverse=True)
+        group = group.ravel()
+        return (np.bincount(group, weights=values) / np.bincount(group))[group]
+
+    rows = np.arange(len(f))
+    top = f.argmax(axis=1)
+    confidence, hit = f[rows, top], eta[rows, top]
+    top_label_ece = np.mean(np.abs(mean_given(confidence, hit) - confidence))
+    classwise_ece = np.mean([np.mean(np.abs(mean_given(f[:, c], eta[:, c]) - f[:, c])) for c in range(3)])
+    return bool(top_label_ece < 1e-9 and classwise_ece > 1e-6)
+
+
+register("ch01-ex-converse", "01-measuring-calibration",
+         model=construction(_ch01_converse_holds, lambda: [[[0.6, 0.3, 0.1], [0.6, 0.1, 0.3]]],
+                            accepts="any three-class model, as (prediction, posterior) rows of equally likely "
+                                    "inputs, with top-label ECE 0 and a positive class-wise ECE",
+                            hint="top-label calibration looks only at the largest probability"))
+
+
 # --- 02 The focal-loss gradient ----------------------------------------------------------------------------------
 
 register("ex-g-gamma-one", "02-focal-gradient",
@@ -434,6 +466,76 @@ register("ex-entropy-bound", "02-focal-gradient",
                                 hint="Bernoulli's inequality"),
          slope=Expected(lambda: _entropy_bound_part("slope"),
                         hint="the first-order effect of gamma"))
+
+
+def _batch_gradient_grows(given) -> bool:
+    """ex-batch-by-hand's property: ``given = [a, b, [g1, g2]]``, shape (3, 2), with a, b in R^2 and g1, g2 in
+    [0, 1], has ||g1 a + g2 b|| > ||a + b|| (beyond rounding)."""
+    import numpy as np
+
+    x = np.asarray(given, dtype=float)
+    if x.shape != (3, 2) or not np.all(np.isfinite(x)) or np.any(x[2] < 0) or np.any(x[2] > 1):
+        return False
+    a, b, (g1, g2) = x[0], x[1], x[2]
+    return bool(np.linalg.norm(g1 * a + g2 * b) > np.linalg.norm(a + b) + 1e-9 * (np.linalg.norm(a) + np.linalg.norm(b)))
+
+
+def _focal_optimum_lowers_entropy(given) -> bool:
+    """ex-multiclass-entropy's property: ``given = [eta_1, ..., eta_4, gamma, j]``: a target eta over four classes
+    (positive, summing to 1 within 1e-3, then normalised) and 0 < gamma <= 20 whose focal-optimal prediction q has lower entropy than eta (by more
+    than 1e-12), and j (0 to 3) the class whose probability falls the most, q_j - eta_j. The prediction solves
+    eta_i = h(q_i) / sum_l h(q_l), h(v) = v / ((1 - v)^gamma - gamma v (1 - v)^(gamma - 1) log v)."""
+    import numpy as np
+    from scipy.optimize import brentq
+
+    x = np.asarray(given, dtype=float)
+    if x.shape != (6,) or not np.all(np.isfinite(x)):
+        return False
+    eta, gamma, j = x[:4], x[4], x[5]
+    if np.any(eta <= 0) or abs(eta.sum() - 1) > 1e-3 or not 0 < gamma <= 20 or j not in (0, 1, 2, 3):
+        return False
+    eta = eta / eta.sum()
+
+    def h(v):
+        return v / ((1 - v) ** gamma - gamma * v * (1 - v) ** (gamma - 1) * np.log(v))
+
+    def q_of(c):                             # q_i with h(q_i) = c eta_i
+        return np.array([brentq(lambda v: h(v) - c * e, 1e-300, 1 - 1e-15, xtol=1e-300, rtol=1e-15) for e in eta])
+
+    c = np.exp(brentq(lambda log_c: q_of(np.exp(log_c)).sum() - 1, -40.0, np.log(h(1 - 1e-15) / eta.max()),
+                      xtol=1e-15))
+    q = q_of(c)
+    q = q / q.sum()
+    entropy = lambda r: -np.sum(r * np.log(r))          # noqa: E731
+    return bool(entropy(q) < entropy(eta) - 1e-12 and int(j) == int(np.argmin(q - eta)))
+
+
+def _lower_entropy_example():
+    """One target of ex-multiclass-entropy's kind: the first of seeded Dirichlet targets whose focal-optimal
+    prediction has lower entropy, with the class that loses the most."""
+    import numpy as np
+
+    from calib.focal import focal_optimal_prediction
+
+    rng = np.random.default_rng(0)
+    etas, gammas = rng.dirichlet(np.ones(4), size=4000), rng.uniform(0.05, 1.0, size=4000)
+    q = focal_optimal_prediction(etas, gammas)
+    entropy = -np.sum(q * np.log(q), axis=1) - (-np.sum(etas * np.log(etas), axis=1))
+    i = int(np.flatnonzero(entropy < -1e-9)[0])
+    return [*etas[i], gammas[i], float(np.argmin(q[i] - etas[i]))]
+
+
+register("ex-batch-by-hand", "02-focal-gradient",
+         example=construction(_batch_gradient_grows, lambda: [[1.0, 0.0], [-1.0, 0.1], [1.0, 0.5]],
+                              accepts="any a, b in R^2 and g1, g2 in [0, 1] with ||g1 a + g2 b|| > ||a + b||",
+                              hint="how the lengths of a sum and of its terms relate"),
+         inner_product=Expected(lambda: "negative", close_digits=None,
+                                hint="the angle between the two gradients: 'positive', 'zero' or 'negative'"))
+register("ex-multiclass-entropy", "02-focal-gradient",
+         example=construction(_focal_optimum_lowers_entropy, _lower_entropy_example,
+                              accepts="any target over four classes and gamma > 0 whose focal-optimal prediction "
+                                      "has lower entropy, with the class that loses the most probability",
+                              hint="the focal-optimal prediction for a target, and what entropy weighs"))
 
 
 # --- 03 Choosing gamma -------------------------------------------------------------------------------------------
@@ -830,7 +932,26 @@ def _ch07_prop5_worst(gamma=0.5):
     return float(best.fun), float(softmax(np.append(best.x, 0.0)).max())
 
 
+def _lowers_top_class(given) -> bool:
+    """ch07-ex-prop5-search's property: ``given`` is a probability vector q over four classes (positive, summing
+    to 1 within 1e-3, then normalised) whose top-class probability the focal map Psi^0.5 lowers (by more than 1e-12):
+    Psi(q)_i = h(q_i) / sum_l h(q_l), h(v) = v / ((1 - v)^gamma - gamma v (1 - v)^(gamma - 1) log v)."""
+    import numpy as np
+
+    q = np.asarray(given, dtype=float)
+    if q.shape != (4,) or not np.all(np.isfinite(q)) or np.any(q <= 0) or np.any(q >= 1) or abs(q.sum() - 1) > 1e-3:
+        return False
+    q, gamma = q / q.sum(), 0.5
+    h = q / ((1 - q) ** gamma - gamma * q * (1 - q) ** (gamma - 1) * np.log(q))
+    top = int(np.argmax(q))
+    return bool(h[top] / h.sum() - q[top] < -1e-12)
+
+
 register("ch07-ex-prop5-search", "07-focal-calibration-map",
+         counterexample=construction(_lowers_top_class, lambda: [0.325, 0.325, 0.325, 0.025],
+                                     accepts="any probability vector over four classes whose top class Psi^0.5 "
+                                             "lowers",
+                                     hint="what the focal map does to the top class"),
          worst_drop=Expected(lambda: _ch07_prop5_worst()[0], rtol=1e-3, close_digits=2,
                              hint="the smallest change of the top-class probability under the focal map"),
          top_probability=Expected(lambda: _ch07_prop5_worst()[1], rtol=1e-3, close_digits=2,
