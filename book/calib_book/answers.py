@@ -477,14 +477,16 @@ def _batch_gradient_grows(given) -> bool:
     if x.shape != (3, 2) or not np.all(np.isfinite(x)) or np.any(x[2] < 0) or np.any(x[2] > 1):
         return False
     a, b, (g1, g2) = x[0], x[1], x[2]
-    return bool(np.linalg.norm(g1 * a + g2 * b) > np.linalg.norm(a + b) + 1e-9 * (np.linalg.norm(a) + np.linalg.norm(b)))
+    rounding = 1e-9 * (np.linalg.norm(a) + np.linalg.norm(b))
+    return bool(np.linalg.norm(g1 * a + g2 * b) > np.linalg.norm(a + b) + rounding)
 
 
 def _focal_optimum_lowers_entropy(given) -> bool:
     """ex-multiclass-entropy's property: ``given = [eta_1, ..., eta_4, gamma, j]``: a target eta over four classes
-    (positive, summing to 1 within 1e-3, then normalised) and 0 < gamma <= 20 whose focal-optimal prediction q has lower entropy than eta (by more
-    than 1e-12), and j (0 to 3) the class whose probability falls the most, q_j - eta_j. The prediction solves
-    eta_i = h(q_i) / sum_l h(q_l), h(v) = v / ((1 - v)^gamma - gamma v (1 - v)^(gamma - 1) log v)."""
+    (positive, summing to 1 within 1e-3, then normalised) and 0 < gamma <= 20 whose focal-optimal prediction q has
+    lower entropy than eta (by more than 1e-12), and j (0 to 3) the class whose probability falls the most,
+    q_j - eta_j. The prediction solves eta_i = h(q_i) / sum_l h(q_l),
+    h(v) = v / ((1 - v)^gamma - gamma v (1 - v)^(gamma - 1) log v) (chapter 06, Eq. 12)."""
     import numpy as np
     from scipy.optimize import brentq
 
@@ -785,9 +787,9 @@ register("ch06-ex-kkt", "06-focal-loss-is-not-proper",
                              hint="stationarity of the Lagrangian, with the sign convention the exercise gives"))
 register("ch06-ex-ls", "06-focal-loss-is-not-proper",
          inverse_uniform=Expected(lambda: _ch06_ls_inverse("uniform"), exact=True,
-                                  hint="the smoothed target is affine in eta"),
+                                  hint="undoing the smoothing of the target"),
          inverse_wrong=Expected(lambda: _ch06_ls_inverse("wrong"), exact=True,
-                                hint="the smoothed target is affine in eta, with another slope and offset"),
+                                hint="undoing a smoothing that gives mass only to the wrong classes"),
          minimiser_uniform=Expected(lambda: _ch06_ls_minimiser("uniform"), rtol=1e-6,
                                     hint="focal loss's minimiser for the smoothed target"),
          minimiser_wrong=Expected(lambda: _ch06_ls_minimiser("wrong"), rtol=1e-6,
