@@ -954,9 +954,9 @@ register("ch07-ex-prop5-search", "07-focal-calibration-map",
                                      accepts="any probability vector over four classes whose top class Psi^0.5 "
                                              "lowers",
                                      hint="what the focal map does to the top class"),
-         worst_drop=Expected(lambda: _ch07_prop5_worst()[0], rtol=1e-3, close_digits=2,
+         worst_drop=Expected(lambda: _ch07_prop5_worst()[0], rtol=1e-5, close_digits=3,
                              hint="the smallest change of the top-class probability under the focal map"),
-         top_probability=Expected(lambda: _ch07_prop5_worst()[1], rtol=1e-3, close_digits=2,
+         top_probability=Expected(lambda: _ch07_prop5_worst()[1], rtol=1e-5, close_digits=3,
                                   hint="where on the simplex the focal map lowers the top class most"))
 
 # --- 08 Soft calibration objectives ------------------------------------------------------------------------------
