@@ -7,6 +7,7 @@ solution checks its own answer against the same entry with ``check(..., strict=T
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -163,7 +164,112 @@ def _sympy():
 
 # --- 00 Using calib in your own training -------------------------------------------------------------------------
 
-# (the chapter's exercises are registered here)
+# Chapter 00's exercises train on a smaller setting than the chapter (stated in each exercise), so that the key's
+# rerun of their twelve runs (four losses, seeds 0, 1, 2) takes about 15 s on one thread.
+
+_CH00_SETTING = dict(n_train=5_000, hidden=64, epochs=4)
+
+
+def _ch00_run(loss, seed):
+    """One run of chapter 00's loop in its exercises' setting (the first 5,000 training images, two hidden layers
+    of 64, 4 epochs, one thread): the test ECE (15 equal-width bins) before and after TS fitted on the validation
+    split by NLL and by the ECE grid, and the two temperatures."""
+    return _ch00_cached_run(loss, seed, **_CH00_SETTING)
+
+
+@functools.lru_cache(maxsize=None)
+def _ch00_cached_run(loss, seed, n_train, hidden, epochs):
+    import warnings
+
+    import torch
+    from scipy.special import softmax
+
+    from calib import metrics
+    from calib.losses import get_loss
+    from calib.posthoc import TemperatureScaling
+    from calib.run_config import paper_milestones
+
+    data = _ch00_data(n_train)
+    mean, std = torch.as_tensor(data.mean), torch.as_tensor(data.std)
+
+    def inputs(images):
+        x = torch.as_tensor(images, dtype=torch.float32) / 255.0
+        return ((x - mean.view(1, -1, 1, 1)) / std.view(1, -1, 1, 1)).flatten(1)
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        x_train, y_train = inputs(data.x_train), torch.as_tensor(data.y_train)
+        loss_fn = get_loss("ce", secondary="s-avuc", secondary_weight=1.0) if loss == "ce+s-avuc" else get_loss(loss)
+        torch.manual_seed(seed)
+        model = torch.nn.Sequential(torch.nn.Linear(x_train.shape[1], hidden), torch.nn.ReLU(),
+                                    torch.nn.Linear(hidden, hidden), torch.nn.ReLU(),
+                                    torch.nn.Linear(hidden, data.n_classes))
+        optimiser = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
+        schedule = torch.optim.lr_scheduler.MultiStepLR(optimiser, milestones=paper_milestones(epochs), gamma=0.1)
+        order = torch.Generator().manual_seed(seed)
+        model.train()
+        for epoch in range(1, epochs + 1):
+            if hasattr(loss_fn, "set_epoch"):
+                loss_fn.set_epoch(epoch, epochs)
+            for batch in torch.randperm(len(y_train), generator=order).split(256):
+                optimiser.zero_grad()
+                loss_fn(model(x_train[batch]), y_train[batch]).backward()
+                optimiser.step()
+            schedule.step()
+        model.eval()
+        with torch.no_grad():
+            z_val, z_test = (model(inputs(x)).double().numpy() for x in (data.x_val, data.x_test))
+    finally:
+        torch.set_num_threads(threads)
+    out = {"ece": metrics.ece(softmax(z_test, axis=1), data.y_test, n_bins=15)}
+    for objective in ("nll", "ece"):
+        with warnings.catch_warnings():          # the ECE grid's edge warning: the exercise compares the two fits
+            warnings.simplefilter("ignore")
+            ts = TemperatureScaling(objective).fit(z_val, data.y_val)
+        out[f"t_{objective}"] = ts.temperature_
+        out[f"ece_ts_{objective}"] = metrics.ece(ts.predict_proba(z_test), data.y_test, n_bins=15)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _ch00_data(n_train):
+    from calib.data import load_dataset
+
+    return load_dataset("fashion-mnist").subset(n_train=n_train)
+
+
+def _ch00_interval(loss, other, score, other_score=None):
+    """The paired 95 % interval over seeds 0, 1, 2 of ``score`` of ``loss`` minus ``other_score`` of ``other``."""
+    import numpy as np
+
+    from calib.stats import paired_seed_interval
+
+    a = np.array([_ch00_run(loss, seed)[score] for seed in range(3)])
+    b = np.array([_ch00_run(other, seed)[other_score or score] for seed in range(3)])
+    interval = paired_seed_interval(a, b)
+    return (interval.low, interval.high)
+
+
+_VERDICT_HINT = "which side of zero the interval lies on: 'lower', 'higher' or 'no difference'"
+
+register("ch00-ex-focal-3", "00-using-calib",
+         interval=interval_claim(lambda: _ch00_interval("fl-3", "flsd-53", "t_nll"),
+                                 hint="a paired interval over seeds of the difference of the fitted temperatures"),
+         verdict=Expected(lambda: verdict_of(_ch00_interval("fl-3", "flsd-53", "t_nll")), close_digits=None,
+                          hint=_VERDICT_HINT))
+register("ch00-ex-ece-grid", "00-using-calib",
+         interval=interval_claim(lambda: _ch00_interval("flsd-53", "flsd-53", "ece_ts_ece", "ece_ts_nll"),
+                                 hint="a paired interval over seeds of the difference of two fits' test ECE"),
+         verdict=Expected(lambda: verdict_of(_ch00_interval("flsd-53", "flsd-53", "ece_ts_ece", "ece_ts_nll")),
+                          close_digits=None, hint=_VERDICT_HINT))
+register("ch00-ex-secondary", "00-using-calib",
+         interval=interval_claim(lambda: _ch00_interval("ce+s-avuc", "ce", "ece"),
+                                 hint="a paired interval over seeds of the difference of the test ECE before any map"),
+         verdict=Expected(lambda: verdict_of(_ch00_interval("ce+s-avuc", "ce", "ece")), close_digits=None,
+                          hint=_VERDICT_HINT),
+         verdict_after_ts=Expected(lambda: verdict_of(_ch00_interval("ce+s-avuc", "ce", "ece_ts_nll")),
+                                   close_digits=None, hint=_VERDICT_HINT))
 
 
 # --- 01 Measuring calibration ------------------------------------------------------------------------------------
@@ -288,6 +394,38 @@ register("ch01-ex-hidden-bin", "01-measuring-calibration",
          torchmetrics=Expected(lambda: _ch01_hidden_bin("torchmetrics"), hint="the binning convention of torchmetrics"))
 
 
+def _ch01_converse_holds(given) -> bool:
+    """ch01-ex-converse's property: ``given``, shape (A, 2, 3), is a three-class model on A equally likely inputs
+    (row a: the prediction, then the true posterior) that is top-label calibrated (population ECE 0, grouping by
+    the confidence) with a positive class-wise ECE (grouping by each class's probability)."""
+    import numpy as np
+
+    model = np.asarray(given, dtype=float)
+    if model.ndim != 3 or model.shape[1:] != (2, 3) or not np.all(np.isfinite(model)) or np.any(model < 0) \
+            or not np.allclose(model.sum(axis=2), 1.0, atol=1e-9):
+        return False
+    f, eta = model[:, 0], model[:, 1]
+
+    def mean_given(keys, values):          # E[values | keys], inputs equally likely
+        _, group = np.unique(keys, return_inverse=True)
+        group = group.ravel()
+        return (np.bincount(group, weights=values) / np.bincount(group))[group]
+
+    rows = np.arange(len(f))
+    top = f.argmax(axis=1)
+    confidence, hit = f[rows, top], eta[rows, top]
+    top_label_ece = np.mean(np.abs(mean_given(confidence, hit) - confidence))
+    classwise_ece = np.mean([np.mean(np.abs(mean_given(f[:, c], eta[:, c]) - f[:, c])) for c in range(3)])
+    return bool(top_label_ece < 1e-9 and classwise_ece > 1e-6)
+
+
+register("ch01-ex-converse", "01-measuring-calibration",
+         model=construction(_ch01_converse_holds, lambda: [[[0.6, 0.3, 0.1], [0.6, 0.1, 0.3]]],
+                            accepts="any three-class model, as (prediction, posterior) rows of equally likely "
+                                    "inputs, with top-label ECE 0 and a positive class-wise ECE",
+                            hint="top-label calibration looks only at the largest probability"))
+
+
 # --- 02 The focal-loss gradient ----------------------------------------------------------------------------------
 
 register("ex-g-gamma-one", "02-focal-gradient",
@@ -328,6 +466,78 @@ register("ex-entropy-bound", "02-focal-gradient",
                                 hint="Bernoulli's inequality"),
          slope=Expected(lambda: _entropy_bound_part("slope"),
                         hint="the first-order effect of gamma"))
+
+
+def _batch_gradient_grows(given) -> bool:
+    """ex-batch-by-hand's property: ``given = [a, b, [g1, g2]]``, shape (3, 2), with a, b in R^2 and g1, g2 in
+    [0, 1], has ||g1 a + g2 b|| > ||a + b|| (beyond rounding)."""
+    import numpy as np
+
+    x = np.asarray(given, dtype=float)
+    if x.shape != (3, 2) or not np.all(np.isfinite(x)) or np.any(x[2] < 0) or np.any(x[2] > 1):
+        return False
+    a, b, (g1, g2) = x[0], x[1], x[2]
+    rounding = 1e-9 * (np.linalg.norm(a) + np.linalg.norm(b))
+    return bool(np.linalg.norm(g1 * a + g2 * b) > np.linalg.norm(a + b) + rounding)
+
+
+def _focal_optimum_lowers_entropy(given) -> bool:
+    """ex-multiclass-entropy's property: ``given = [eta_1, ..., eta_4, gamma, j]``: a target eta over four classes
+    (positive, summing to 1 within 1e-3, then normalised) and 0 < gamma <= 20 whose focal-optimal prediction q has
+    lower entropy than eta (by more than 1e-12), and j (0 to 3) the class whose probability falls the most,
+    q_j - eta_j. The prediction solves eta_i = h(q_i) / sum_l h(q_l),
+    h(v) = v / ((1 - v)^gamma - gamma v (1 - v)^(gamma - 1) log v) (chapter 06, Eq. 12)."""
+    import numpy as np
+    from scipy.optimize import brentq
+
+    x = np.asarray(given, dtype=float)
+    if x.shape != (6,) or not np.all(np.isfinite(x)):
+        return False
+    eta, gamma, j = x[:4], x[4], x[5]
+    if np.any(eta <= 0) or abs(eta.sum() - 1) > 1e-3 or not 0 < gamma <= 20 or j not in (0, 1, 2, 3):
+        return False
+    eta = eta / eta.sum()
+
+    def h(v):
+        return v / ((1 - v) ** gamma - gamma * v * (1 - v) ** (gamma - 1) * np.log(v))
+
+    def q_of(c):                             # q_i with h(q_i) = c eta_i
+        return np.array([brentq(lambda v: h(v) - c * e, 1e-300, 1 - 1e-15, xtol=1e-300, rtol=1e-15) for e in eta])
+
+    c = np.exp(brentq(lambda log_c: q_of(np.exp(log_c)).sum() - 1, -40.0, np.log(h(1 - 1e-15) / eta.max()),
+                      xtol=1e-15))
+    q = q_of(c)
+    q = q / q.sum()
+    entropy = lambda r: -np.sum(r * np.log(r))          # noqa: E731
+    return bool(entropy(q) < entropy(eta) - 1e-12 and int(j) == int(np.argmin(q - eta)))
+
+
+def _lower_entropy_example():
+    """One target of ex-multiclass-entropy's kind: the first of seeded Dirichlet targets whose focal-optimal
+    prediction has lower entropy, with the class that loses the most."""
+    import numpy as np
+
+    from calib.focal import focal_optimal_prediction
+
+    rng = np.random.default_rng(0)
+    etas, gammas = rng.dirichlet(np.ones(4), size=4000), rng.uniform(0.05, 1.0, size=4000)
+    q = focal_optimal_prediction(etas, gammas)
+    entropy = -np.sum(q * np.log(q), axis=1) - (-np.sum(etas * np.log(etas), axis=1))
+    i = int(np.flatnonzero(entropy < -1e-9)[0])
+    return [*etas[i], gammas[i], float(np.argmin(q[i] - etas[i]))]
+
+
+register("ex-batch-by-hand", "02-focal-gradient",
+         example=construction(_batch_gradient_grows, lambda: [[1.0, 0.0], [-1.0, 0.1], [1.0, 0.5]],
+                              accepts="any a, b in R^2 and g1, g2 in [0, 1] with ||g1 a + g2 b|| > ||a + b||",
+                              hint="how the lengths of a sum and of its terms relate"),
+         inner_product=Expected(lambda: "negative", close_digits=None,
+                                hint="the angle between the two gradients: 'positive', 'zero' or 'negative'"))
+register("ex-multiclass-entropy", "02-focal-gradient",
+         example=construction(_focal_optimum_lowers_entropy, _lower_entropy_example,
+                              accepts="any target over four classes and gamma > 0 whose focal-optimal prediction "
+                                      "has lower entropy, with the class that loses the most probability",
+                              hint="the focal-optimal prediction for a target, and what entropy weighs"))
 
 
 # --- 03 Choosing gamma -------------------------------------------------------------------------------------------
@@ -384,9 +594,6 @@ register("ex-flsd532", "03-choosing-gamma",
 
 
 # --- 04 Weight magnification in a linear model -------------------------------------------------------------------
-
-import functools  # noqa: E402  (the answer key of chapter 04 caches its reruns)
-
 
 @functools.lru_cache(maxsize=None)
 def _linear_toy_rerun(noise=0.1, gamma=1.0, half_side=2.0, seeds=tuple(range(5))):
@@ -616,6 +823,53 @@ register("ch06-ex-float32", "06-focal-loss-is-not-proper",
                          hint="the smallest float32 and underflow"))
 
 
+def _ch06_kkt(part):
+    """ch06-ex-kkt: the focal-risk minimiser for eta = (0.5, 0.3, 0.2), gamma = 2, and the multiplier lambda of
+    the Lagrangian W + lambda (sum q - 1) at it, lambda = eta_i phi(q_i) / q_i (the same for every i)."""
+    import numpy as np
+
+    from calib.focal import focal_optimal_prediction, gradient_factor
+
+    eta = np.array([0.5, 0.3, 0.2])
+    q = focal_optimal_prediction(eta, 2.0)
+    return q if part == "minimiser" else float(np.mean(eta * gradient_factor(q, 2.0) / q))
+
+
+def _ch06_ls_inverse(smoothing):
+    """The map from t = Psi(q*)_i back to eta_i under label smoothing: eps/K on every class or eps/(K-1) on the
+    wrong ones, in the symbols t, epsilon, K."""
+    sp = _sympy()
+    t, eps, k = sp.symbols("t epsilon K")
+    return (t - eps / k) / (1 - eps) if smoothing == "uniform" else ((k - 1) * t - eps) / (k - 1 - k * eps)
+
+
+def _ch06_ls_minimiser(smoothing, eta=(0.6, 0.3, 0.1), eps=0.1, gamma=2.0):
+    import numpy as np
+
+    from calib.focal import focal_optimal_prediction
+
+    eta = np.asarray(eta)
+    k = len(eta)
+    target = (1 - eps) * eta + (eps / k if smoothing == "uniform" else eps * (1 - eta) / (k - 1))
+    return focal_optimal_prediction(target, gamma)
+
+
+register("ch06-ex-kkt", "06-focal-loss-is-not-proper",
+         minimiser=Expected(lambda: _ch06_kkt("minimiser"), rtol=1e-6,
+                            hint="the minimiser of the focal risk over the simplex"),
+         multiplier=Expected(lambda: _ch06_kkt("multiplier"), rtol=1e-6,
+                             hint="stationarity of the Lagrangian, with the sign convention the exercise gives"))
+register("ch06-ex-ls", "06-focal-loss-is-not-proper",
+         inverse_uniform=Expected(lambda: _ch06_ls_inverse("uniform"), exact=True,
+                                  hint="undoing the smoothing of the target"),
+         inverse_wrong=Expected(lambda: _ch06_ls_inverse("wrong"), exact=True,
+                                hint="undoing a smoothing that gives mass only to the wrong classes"),
+         minimiser_uniform=Expected(lambda: _ch06_ls_minimiser("uniform"), rtol=1e-6,
+                                    hint="focal loss's minimiser for the smoothed target"),
+         minimiser_wrong=Expected(lambda: _ch06_ls_minimiser("wrong"), rtol=1e-6,
+                                  hint="focal loss's minimiser for the smoothed target"))
+
+
 # --- Chapter 10's stored grid, which the exercises of chapters 07 and 10 read ---------------------------------------
 
 from pathlib import Path  # noqa: E402
@@ -737,6 +991,47 @@ register("ch07-ex-stored-focal", "07-focal-calibration-map",
          accuracy=Expected(lambda: _stored_focal("accuracy"), rtol=0, atol=1e-9,
                            hint="the negative log-likelihood, order softmax, Psi^3, FTS"))
 
+
+@functools.lru_cache(maxsize=None)
+def _ch07_prop5_worst(gamma=0.5):
+    """The worst change of the top-class probability under Psi^gamma over four classes (Nelder-Mead over three
+    logits, the fourth 0, from 20 seeded starts), and the top probability where it is reached."""
+    import numpy as np
+    from scipy.optimize import minimize
+    from scipy.special import softmax
+
+    from calib.focal import top_label_gain
+
+    best = min((minimize(lambda z: top_label_gain(np.append(z, 0.0)[None], gamma)[0], x0, method="Nelder-Mead",
+                         options={"xatol": 1e-10, "fatol": 1e-14, "maxiter": 4000})
+                for x0 in np.random.default_rng(1).normal(size=(20, 3))), key=lambda r: r.fun)
+    return float(best.fun), float(softmax(np.append(best.x, 0.0)).max())
+
+
+def _lowers_top_class(given) -> bool:
+    """ch07-ex-prop5-search's property: ``given`` is a probability vector q over four classes (positive, summing
+    to 1 within 1e-3, then normalised) whose top-class probability the focal map Psi^0.5 lowers (by more than 1e-12):
+    Psi(q)_i = h(q_i) / sum_l h(q_l), h(v) = v / ((1 - v)^gamma - gamma v (1 - v)^(gamma - 1) log v)."""
+    import numpy as np
+
+    q = np.asarray(given, dtype=float)
+    if q.shape != (4,) or not np.all(np.isfinite(q)) or np.any(q <= 0) or np.any(q >= 1) or abs(q.sum() - 1) > 1e-3:
+        return False
+    q, gamma = q / q.sum(), 0.5
+    h = q / ((1 - q) ** gamma - gamma * q * (1 - q) ** (gamma - 1) * np.log(q))
+    top = int(np.argmax(q))
+    return bool(h[top] / h.sum() - q[top] < -1e-12)
+
+
+register("ch07-ex-prop5-search", "07-focal-calibration-map",
+         counterexample=construction(_lowers_top_class, lambda: [0.325, 0.325, 0.325, 0.025],
+                                     accepts="any probability vector over four classes whose top class Psi^0.5 "
+                                             "lowers",
+                                     hint="what the focal map does to the top class"),
+         worst_drop=Expected(lambda: _ch07_prop5_worst()[0], rtol=1e-5, close_digits=3,
+                             hint="the smallest change of the top-class probability under the focal map"),
+         top_probability=Expected(lambda: _ch07_prop5_worst()[1], rtol=1e-5, close_digits=3,
+                                  hint="where on the simplex the focal map lowers the top class most"))
 
 # --- 08 Soft calibration objectives ------------------------------------------------------------------------------
 
@@ -1185,7 +1480,28 @@ register("ch10-ex-new-loss", "10-benchmark",
 
 # --- 11 The papers' tables ---------------------------------------------------------------------------------------
 
-# (the chapter's exercises are registered here)
+def _ch11_yardstick(part):
+    """ch11-ex-yardstick: rows of Komisarenko & Kull's Table 1 (ECE) whose FTS gain over TS exceeds
+    sqrt(s_TS^2 + s_FTS^2), or 2 s / sqrt(5) with s the larger printed standard deviation."""
+    import numpy as np
+
+    from calib.published import read_published, recount, select
+
+    rows = select(read_published("komisarenko2024"), metric="ECE")
+    cells = recount(rows, "FTS", ["TS"], field="stage", cell_by=("dataset", "method")).cells
+    stds = {(r["dataset"], r["method"], r["stage"]): r["std"] for r in rows}
+    if part == "independent":
+        return int(sum(c["margin"] > np.hypot(stds[(*c["key"], "TS")], stds[(*c["key"], "FTS")]) for c in cells))
+    return int(sum(c["margin"] > 2 * c["std"] / np.sqrt(5) for c in cells))
+
+
+register("ch11-ex-yardstick", "11-paper-tables",
+         independent=Expected(lambda: _ch11_yardstick("independent"), rtol=0, atol=0.5, close_digits=None,
+                              hint="the spread of a difference of two independent means"),
+         two_standard_errors=Expected(lambda: _ch11_yardstick("two_standard_errors"), rtol=0, atol=0.5,
+                                      close_digits=None, hint="the standard error of a mean over five seeds"),
+         fits=Expected(lambda: "neither", close_digits=None,
+                       hint="what the two maps share: 'independent', 'two standard errors' or 'neither'"))
 
 
 def _rows_compared(min_cells: int = 5, complete: bool = False) -> dict[str, list[int]]:
