@@ -101,7 +101,7 @@ def _scannable_parts():
     out = []
     for label in exercises.labels():
         for part, spec in exercises.EXERCISES[label].parts.items():
-            value = exercises._CACHE.setdefault((label, part), spec.compute())
+            value = answers.expected_value(label, part)
             if isinstance(value, (bool, np.bool_, str)) or spec.exact:      # a decimal cannot be right
                 continue
             if spec.accept is not None and spec.accept != "any-of":

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 __all__ = ["Expected", "Exercise", "EXERCISES", "ACCEPT_RULES", "register", "interval_claim", "construction",
-           "accepted", "interval_within_seed_noise", "verdict_of", "benchmark_runs", "BENCHMARK_STORE", "BENCHMARK_MODEL"]
+           "accepted", "expected_value", "interval_within_seed_noise", "verdict_of", "benchmark_runs", "BENCHMARK_STORE", "BENCHMARK_MODEL"]
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,19 @@ class Exercise:
 #:
 #: :meta hide-value:
 EXERCISES: dict[str, Exercise] = {}
+
+
+#: The expected values computed so far in this process, by ``(label, part)``: each is computed once, whoever asks
+#: (``check``, the course builder, the leak scan); some rerun small trainings.
+_VALUES: dict[tuple[str, str], Any] = {}
+
+
+def expected_value(label: str, part: str):
+    """The expected value of ``part`` of exercise ``label``, computed on first use and kept for the process."""
+    key = (label, part)
+    if key not in _VALUES:
+        _VALUES[key] = EXERCISES[label].parts[part].compute()
+    return _VALUES[key]
 
 
 def register(label: str, chapter: str, **parts: Expected) -> Exercise:

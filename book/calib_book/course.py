@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from calib_book import course_check
-from calib_book.answers import EXERCISES, Expected
+from calib_book.answers import EXERCISES, Expected, expected_value
 from calib_book.paths import BUNDLE_MARKER
 from calib_book.student import _EXERCISE_LABEL, strip_solutions
 
@@ -94,7 +94,7 @@ def key_parts(chapter: str | None = None) -> list[KeyPart]:
     """Every part of every self-checked exercise (of one chapter), in the key's order, its value computed. Every
     part is graded by the autograder: a part with several valid answers by its ``accept`` rule, which its public and
     hidden tests apply (see :mod:`calib_book.course_check`)."""
-    return [KeyPart(ex.chapter, label, name, spec, spec.compute())
+    return [KeyPart(ex.chapter, label, name, spec, expected_value(label, name))
             for label, ex in EXERCISES.items() if chapter is None or ex.chapter == chapter
             for name, spec in ex.parts.items()]
 
