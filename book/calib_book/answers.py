@@ -291,11 +291,13 @@ register("ch00-ex-secondary", "00-using-calib",
 # rebuild exactly the student's data.
 
 def _ch01_two_sample_ece(n):
+    """The expected 15-bin ECE of n samples of a calibrated model that always predicts with confidence 0.45 (the
+    chapter works the same example at 0.3)."""
     import numpy as np
 
     from calib import simulate
 
-    return float(simulate.expected_ece_exact(np.array([[0.3, 0.25, 0.25, 0.2]] * n)))
+    return float(simulate.expected_ece_exact(np.array([[0.45, 0.25, 0.2, 0.1]] * n)))
 
 
 def _ch01_debias_data():
@@ -566,8 +568,8 @@ def _near_half_slope():
     return 8 * (1 - sp.log(2)) / sp.log(2) ** 2
 
 
-register("ex-gamma-star-point-three", "03-choosing-gamma",
-         gamma=Expected(lambda: _gamma_star(0.3), rtol=1e-8,
+register("ex-gamma-star-point-three", "03-choosing-gamma",        # p0 = 0.35: the chapter tabulates 0.3
+         gamma=Expected(lambda: _gamma_star(0.35), rtol=1e-8,
                         hint="the branch of Lambert W that gives a positive gamma"),
          principal=Expected(lambda: 0.0, atol=1e-8, hint="the other branch of Lambert W"))
 register("ex-gamma-star-near-half", "03-choosing-gamma",
@@ -670,12 +672,12 @@ register("ch04-ex-noise", "04-linear-toy",
                         hint="weight magnification, averaged over the exercise's seeds"),
          above_90_ce=Expected(lambda: _toy_above_90("ce", half_side=4.0), rtol=1e-4, atol=0,
                               hint="a share in [0, 1]: how often the model is very confident"))
-register("ch04-ex-more-noise", "04-linear-toy",
-         ratio=Expected(lambda: _toy_ratio(noise=0.2), rtol=1e-4,
+register("ch04-ex-more-noise", "04-linear-toy",        # 15 % flipped: the chapter's table has 0, 5, 10 and 20 %
+         ratio=Expected(lambda: _toy_ratio(noise=0.15), rtol=1e-4,
                         hint="weight magnification, averaged over the exercise's seeds"),
-         above_90_ce=Expected(lambda: _toy_above_90("ce", noise=0.2), rtol=1e-4, atol=0,
+         above_90_ce=Expected(lambda: _toy_above_90("ce", noise=0.15), rtol=1e-4, atol=0,
                               hint="a share in [0, 1]: how often the model is very confident"),
-         above_90_fl=Expected(lambda: _toy_above_90("fl", noise=0.2), rtol=1e-4, atol=0,
+         above_90_fl=Expected(lambda: _toy_above_90("fl", noise=0.15), rtol=1e-4, atol=0,
                               hint="a share in [0, 1]: how often the model is very confident"))
 
 
@@ -685,10 +687,10 @@ def _toy_ratio_interval(seeds):
     return seed_interval(_linear_toy_rerun(seeds=tuple(seeds))["ratio"])
 
 
-register("ch04-ex-other-draws", "04-linear-toy",
-         low=Expected(lambda: _toy_ratio_interval(range(100, 105)).low, rtol=1e-4,
+register("ch04-ex-other-draws", "04-linear-toy",        # three draws: five give an interval near the chapter's
+         low=Expected(lambda: _toy_ratio_interval(range(100, 103)).low, rtol=1e-4,
                       hint="a t interval over seeds"),
-         high=Expected(lambda: _toy_ratio_interval(range(100, 105)).high, rtol=1e-4,
+         high=Expected(lambda: _toy_ratio_interval(range(100, 103)).high, rtol=1e-4,
                        hint="a t interval over seeds"))
 register("ch04-ex-gamma", "04-linear-toy",
          ratio=Expected(lambda: _toy_ratio(gamma=2.0), rtol=1e-4,
@@ -813,11 +815,13 @@ def _tau_uc(gamma):
     return float(threshold(gamma))
 
 
-def _float32_thresholds():
+def _float32_thresholds(runner_up):
+    """The d from which a float32 softmax of the logits (d, runner_up, 0) has a top entry of exactly 1, and from which
+    it is exactly (1, 0, 0): the largest small term, exp(runner_up - d), decides both (the chapter takes (d, 0, 0))."""
     import numpy as np
 
     fmt = np.finfo(np.float32)      # 1 + x rounds to 1 for x <= eps/2; a float32 rounds to 0 below half a subnormal
-    return -np.log(float(fmt.eps) / 2), -np.log(float(fmt.smallest_subnormal) / 2)
+    return runner_up - np.log(float(fmt.eps) / 2), runner_up - np.log(float(fmt.smallest_subnormal) / 2)
 
 
 register("ch06-ex-thresholds", "06-focal-loss-is-not-proper",
@@ -831,8 +835,8 @@ register("ch06-ex-minimal-k", "06-focal-loss-is-not-proper",
                         atol=0.5, close_digits=None,
                         hint="the uniform prediction against the over-confidence threshold"))
 register("ch06-ex-float32", "06-focal-loss-is-not-proper",
-         d_top=Expected(lambda: _float32_thresholds()[0], rtol=1e-4, hint="the machine epsilon of float32"),
-         d_zero=Expected(lambda: _float32_thresholds()[1], rtol=1e-4,
+         d_top=Expected(lambda: _float32_thresholds(1.0)[0], rtol=1e-4, hint="the machine epsilon of float32"),
+         d_zero=Expected(lambda: _float32_thresholds(1.0)[1], rtol=1e-4,
                          hint="the smallest float32 and underflow"))
 
 
