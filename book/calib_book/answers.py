@@ -568,7 +568,7 @@ def _near_half_slope():
     return 8 * (1 - sp.log(2)) / sp.log(2) ** 2
 
 
-register("ex-gamma-star-point-three", "03-choosing-gamma",        # p0 = 0.35: the chapter tabulates 0.3
+register("ex-gamma-star-p035", "03-choosing-gamma",        # p0 = 0.35: the chapter tabulates 0.3
          gamma=Expected(lambda: _gamma_star(0.35), rtol=1e-8,
                         hint="the branch of Lambert W that gives a positive gamma"),
          principal=Expected(lambda: 0.0, atol=1e-8, hint="the other branch of Lambert W"))

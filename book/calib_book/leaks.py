@@ -123,13 +123,14 @@ def key_needles(root: Path) -> tuple[list[Needle], dict[str, int]]:
                 if len(line.strip()) >= MIN_LINE:
                     solution_lines[line.strip()] = path.stem
         public_text += source
+    library = "".join(p.read_text(encoding="utf-8") for p in sorted((root / "calib").rglob("*.py")))
+    # a line the public library holds tells nothing (an import, a call a solution shares with the library)
     needles = [Needle("solution", line, chapter) for line, chapter in solution_lines.items()
-               if line not in public_text]
+               if line not in public_text and line not in library]
     parts = key_parts()
     # a construction's property is public: the course's test files carry its source, and it reveals no answer
     public_text += "".join(inspect.getsource(p.spec.accept) for p in parts if p.rule == "construction")
     answers = root / "book" / "calib_book" / "answers.py"
-    library = "".join(p.read_text(encoding="utf-8") for p in sorted((root / "calib").rglob("*.py")))
     needles += [Needle("key", line.strip(), "answers.py") for line in answers.read_text(encoding="utf-8").splitlines()
                 if len(line.strip()) >= MIN_LINE and line.strip() not in public_text
                 and line.strip() not in library]   # a line the public library holds tells nothing
