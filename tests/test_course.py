@@ -379,3 +379,27 @@ def test_a_whole_expected_value_with_a_tight_tolerance_is_not_graded_as_a_count(
     assert not course_check.public_verdict(0.5, spec) and not course_check.public_verdict(1.4, spec)
     count = course.public_spec(_part(7.0, rtol=0, atol=0.5))
     assert course_check.public_verdict(7, count) and not course_check.public_verdict(7.6, count)
+
+
+def test_retargeting_the_launch_buttons_leaves_other_header_buttons_alone():
+    """The build failed on every page ("macro 'render_js_button' takes no keyword argument 'url'") when the launch
+    extension gave a JS button (full screen) a url."""
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        from launch_sources import retarget_launch_buttons
+    finally:
+        sys.path.remove(str(ROOT / "book" / "_ext"))
+    page = "chapters/01-measuring-calibration"
+    full_screen = {"type": "javascript", "javascript": "toggleFullScreen()", "tooltip": "Fullscreen mode"}
+    download = {"type": "group", "buttons": [{"type": "link", "url": "../_sources/x.ipynb", "label": ".ipynb"}]}
+    launch = {"type": "group", "buttons": [
+        {"type": "link", "url": f"https://mybinder.org/v2/gh/o/r/main?urlpath=lab/tree/{page}.ipynb"},
+        {"type": "link", "url": f"https://colab.research.google.com/github/o/r/blob/main/{page}.ipynb"}]}
+    only_colab = {"type": "group", "buttons": [{"type": "link", "url": "https://colab.research.google.com/x.ipynb"}]}
+    context = {"header_buttons": [full_screen, download, launch, only_colab]}
+    retarget_launch_buttons(None, page, "page.html", context, None)
+    assert context["header_buttons"][0] == full_screen and "url" not in full_screen
+    assert context["header_buttons"][1]["buttons"] == [{"type": "link", "url": "../_sources/x.ipynb", "label": ".ipynb"}]
+    assert context["header_buttons"][2]["buttons"] == [
+        {"type": "link", "url": f"https://mybinder.org/v2/gh/o/r/main?urlpath=lab/tree/{page}.md"}]
+    assert len(context["header_buttons"]) == 3          # the group left empty is dropped

@@ -22,7 +22,8 @@ def retarget_launch_buttons(app, pagename, templatename, context, doctree) -> No
         if isinstance(buttons, list) and buttons:
             buttons = [b for b in buttons if COLAB not in str(b.get("url", ""))]
             for button in buttons:
-                button["url"] = str(button.get("url", "")).replace(f"{pagename}.ipynb", f"{pagename}.md")
+                if "url" in button:         # a link button; a JS button (full screen, print) has none
+                    button["url"] = str(button["url"]).replace(f"{pagename}.ipynb", f"{pagename}.md")
             if not buttons:
                 continue
             group["buttons"] = buttons
