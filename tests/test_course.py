@@ -391,7 +391,7 @@ def test_retargeting_the_launch_buttons_leaves_other_header_buttons_alone():
         sys.path.remove(str(ROOT / "book" / "_ext"))
     page = "chapters/01-measuring-calibration"
     full_screen = {"type": "javascript", "javascript": "toggleFullScreen()", "tooltip": "Fullscreen mode"}
-    download = {"type": "group", "buttons": [{"type": "link", "url": "../_sources/x.ipynb", "label": ".ipynb"}]}
+    download = {"type": "group", "buttons": [{"type": "link", "url": f"../_sources/{page}.ipynb", "label": ".ipynb"}]}
     launch = {"type": "group", "buttons": [
         {"type": "link", "url": f"https://mybinder.org/v2/gh/o/r/main?urlpath=lab/tree/{page}.ipynb"},
         {"type": "link", "url": f"https://colab.research.google.com/github/o/r/blob/main/{page}.ipynb"}]}
@@ -399,7 +399,9 @@ def test_retargeting_the_launch_buttons_leaves_other_header_buttons_alone():
     context = {"header_buttons": [full_screen, download, launch, only_colab]}
     retarget_launch_buttons(None, page, "page.html", context, None)
     assert context["header_buttons"][0] == full_screen and "url" not in full_screen
-    assert context["header_buttons"][1]["buttons"] == [{"type": "link", "url": "../_sources/x.ipynb", "label": ".ipynb"}]
+    # the download of the page's own notebook keeps its .ipynb (the browser check found ../_sources/...md missing)
+    assert context["header_buttons"][1]["buttons"] == [{"type": "link", "url": f"../_sources/{page}.ipynb",
+                                                        "label": ".ipynb"}]
     assert context["header_buttons"][2]["buttons"] == [
         {"type": "link", "url": f"https://mybinder.org/v2/gh/o/r/main?urlpath=lab/tree/{page}.md"}]
     assert len(context["header_buttons"]) == 3          # the group left empty is dropped

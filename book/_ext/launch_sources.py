@@ -22,8 +22,11 @@ def retarget_launch_buttons(app, pagename, templatename, context, doctree) -> No
         if isinstance(buttons, list) and buttons:
             buttons = [b for b in buttons if COLAB not in str(b.get("url", ""))]
             for button in buttons:
-                if "url" in button:         # a link button; a JS button (full screen, print) has none
-                    button["url"] = str(button["url"]).replace(f"{pagename}.ipynb", f"{pagename}.md")
+                url = str(button.get("url", ""))
+                # a hosted service's link (Binder, JupyterHub); not a JS button (full screen, print), which has no
+                # url, nor the download of the page's own notebook (../_sources/...ipynb), which the build holds
+                if url.startswith(("http://", "https://")):
+                    button["url"] = url.replace(f"{pagename}.ipynb", f"{pagename}.md")
             if not buttons:
                 continue
             group["buttons"] = buttons

@@ -77,8 +77,8 @@ class KeyPart:
 
     @property
     def rule(self) -> str:
-        """How the part is graded: ``"value"`` (one right value), ``"any-of"``, ``"interval"`` or
-        ``"construction"`` (see :class:`calib_book.answers.Expected`)."""
+        """The rule that grades the part, ``"value"`` (one right value), ``"any-of"``, ``"interval"`` or
+        ``"construction"`` (the ``accept`` of its ``Expected`` in the answer key)."""
         accept = getattr(self.spec, "accept", None)
         return "value" if accept is None else accept if isinstance(accept, str) else "construction"
 
