@@ -1084,13 +1084,13 @@ register("ch08-ex-temperature", "08-soft-calibration-objectives",
          own_share=Expected(lambda: float(_ch08_membership(0.5, t=5e-3)[7]),
                             hint="a softmax normalises over every bin, not only the neighbours"))
 @functools.lru_cache(maxsize=None)
-def _ch08_sbece_runs(beta_values=(0.0, 1.0), seeds=(0, 1, 2), steps=120):
-    """The test ECE (15 equal-width bins) of ch08-ex-sbece-train's small networks: an MLP 64-32-10 on the
-    standardised digits data, full-batch Adam (lr 1e-2) on NLL + beta SB-ECE, per beta and seed."""
+def _ch08_digits_probs(beta, seeds, steps=120):
+    """The test probabilities, per seed, of the small networks of ch08-ex-sbece-train and ch08-ex-beta: an MLP
+    64-32-10 on the standardised digits data, full-batch Adam (lr 1e-2) on NLL + beta SB-ECE, ``steps`` steps, one
+    torch thread (:class:`_OneTorchThread`)."""
     import numpy as np
     import torch
 
-    from calib import metrics
     from calib.data import load_dataset
     from calib.losses import get_secondary_loss
 
@@ -1100,9 +1100,8 @@ def _ch08_sbece_runs(beta_values=(0.0, 1.0), seeds=(0, 1, 2), steps=120):
     mu, sd = x_train.mean(0), x_train.std(0) + 1e-6
     x_train, x_test = torch.as_tensor((x_train - mu) / sd), torch.as_tensor((x_test - mu) / sd)
     y_train, secondary = torch.as_tensor(digits.y_train), get_secondary_loss("sb-ece")
-    out = {}
-    for beta in beta_values:
-        eces = []
+    probs = []
+    with _OneTorchThread():
         for seed in seeds:
             torch.manual_seed(seed)
             net = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
@@ -1116,8 +1115,20 @@ def _ch08_sbece_runs(beta_values=(0.0, 1.0), seeds=(0, 1, 2), steps=120):
                 loss.backward()
                 opt.step()
             with torch.no_grad():
-                eces.append(metrics.ece(torch.softmax(net(x_test).double(), 1).numpy(), digits.y_test, n_bins=15))
-        out[beta] = np.array(eces)
+                probs.append(torch.softmax(net(x_test).double(), 1).numpy())
+    return probs, digits.y_test
+
+
+def _ch08_sbece_runs(beta_values=(0.0, 1.0), seeds=(0, 1, 2), steps=120):
+    """The test ECE (15 equal-width bins) of ch08-ex-sbece-train's networks, per beta and seed."""
+    import numpy as np
+
+    from calib import metrics
+
+    out = {}
+    for beta in beta_values:
+        probs, labels = _ch08_digits_probs(beta, seeds, steps)
+        out[beta] = np.array([metrics.ece(p, labels, n_bins=15) for p in probs])
     return out
 
 
@@ -1207,40 +1218,14 @@ def _ch08_avuc_init(part):
     return "lower" if change < 0 else "higher" if change > 0 else "no difference"
 
 
-@functools.lru_cache(maxsize=None)
 def _ch08_beta_accuracy(beta, seeds=(0, 1, 2, 3, 4), steps=120):
-    """The test accuracy per seed of ch08-ex-beta's small networks (those of ch08-ex-sbece-train: an MLP 64-32-10 on
-    the standardised digits data, full-batch Adam, lr 1e-2, on NLL + beta SB-ECE), seeds 0 to 4."""
+    """The test accuracy per seed of ch08-ex-beta's networks (those of ch08-ex-sbece-train), seeds 0 to 4."""
     import numpy as np
-    import torch
 
     from calib import metrics
-    from calib.data import load_dataset
-    from calib.losses import get_secondary_loss
 
-    digits = load_dataset("digits")
-    flat = lambda x: x.reshape(len(x), -1).astype(np.float32)        # noqa: E731
-    x_train, x_test = flat(digits.x_train), flat(digits.x_test)
-    mu, sd = x_train.mean(0), x_train.std(0) + 1e-6
-    x_train, x_test = torch.as_tensor((x_train - mu) / sd), torch.as_tensor((x_test - mu) / sd)
-    y_train, secondary = torch.as_tensor(digits.y_train), get_secondary_loss("sb-ece")
-    accuracies = []
-    with _OneTorchThread():
-        for seed in seeds:
-            torch.manual_seed(seed)
-            net = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
-            opt = torch.optim.Adam(net.parameters(), lr=1e-2)
-            for _ in range(steps):
-                opt.zero_grad()
-                z = net(x_train)
-                loss = torch.nn.functional.cross_entropy(z, y_train)
-                if beta > 0:
-                    loss = loss + beta * secondary(z, y_train)
-                loss.backward()
-                opt.step()
-            with torch.no_grad():
-                accuracies.append(metrics.accuracy(torch.softmax(net(x_test).double(), 1).numpy(), digits.y_test))
-    return np.array(accuracies)
+    probs, labels = _ch08_digits_probs(beta, seeds, steps)
+    return np.array([metrics.accuracy(p, labels) for p in probs])
 
 
 def _ch08_beta_interval():
