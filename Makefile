@@ -23,10 +23,11 @@ book: setup
 	$(PY) -m calib book run --profile $(PROFILE) $(if $(FORCE),--force)
 	$(PY) -m calib book build
 
-# pytest-xdist: the tests that execute and read the book run in one worker, in order (tests/conftest.py, BOOK_GROUP),
-# while the others spread over the remaining workers; TEST_WORKERS=0 runs everything in this process.
+# pytest-xdist, a file to a worker (--dist loadfile): tests/test_chapters.py executes and builds the book and then
+# checks what was built, in order, in one worker, while the other files spread over the other workers;
+# TEST_WORKERS=0 runs everything in this process.
 test: setup
-	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 # The book without the exercises' solutions, for a course: _build/student/_build/html, and the chapters as
 # notebooks with the solutions removed in _build/student/notebooks (after `make book`).

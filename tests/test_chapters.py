@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 
 from calib.data import DEBIAN_FASHION_MNIST
+from conftest import book_not_built
+from test_self_answers import scan_executed_chapters
 from calib_book import runner
 from calib_book.claims import quote_in_text, read_ledger
 
@@ -131,6 +133,13 @@ def test_every_chapter_runs_and_the_book_builds():
             assert f'id="{r.anchor}"' in (html / "chapters" / f"{r.chapter}.html").read_text(), r.id
 
 
+@pytest.mark.chapters
+def test_no_number_the_executed_book_prints_answers_an_exercise():
+    """Issue 27, item 2: after the build above, every number the executed chapters show before their exercises, and
+    every number of the API docstrings, is fed to every exercise's check (tests/test_self_answers.py)."""
+    scan_executed_chapters()
+
+
 PAPERS_DIR = ROOT.parent / "shared" / "papers"
 
 
@@ -151,7 +160,7 @@ def test_every_built_page_reads_well_in_a_browser():
 
     html = ROOT / "_build" / "html"
     if not (html / "index.html").is_file():
-        pytest.skip("the book is not built (the test above builds it)")
+        book_not_built("the book is not built (the test above builds it)")
     chromium = browser.find_chromium()
     if chromium is None:
         pytest.skip("no chromium on the PATH: the rendered pages are not checked (make installs Debian's chromium "
@@ -178,7 +187,7 @@ def test_the_student_book_has_no_solutions_and_a_cell_to_work_in_after_each_exer
     from calib_book.exercises import exercises_in
 
     if not (ROOT / "_build" / "html" / "index.html").is_file():
-        pytest.skip("the book is not built (the first test builds it)")
+        book_not_built("the book is not built (the first test builds it)")
     index = runner.build_book(ROOT, student=True)
     html = index.parent
     names = runner.chapters_in_toc(ROOT)
@@ -195,3 +204,22 @@ def test_the_student_book_has_no_solutions_and_a_cell_to_work_in_after_each_exer
         for e, cell in zip(entries, work):
             assert e.label in cell and (("check(" in cell) == (e.label in exercises.labels())), e.label
         assert not any(sol in c.source for c in notebook.cells for sol in ("{solution-start}", "{solution}")), name
+
+
+@pytest.mark.chapters
+def test_the_student_site_holds_no_line_of_the_key_and_no_solution():
+    """After the student build above: the student edition of the site shows the chapters' own outputs, so the
+    numbers a chapter prints are there (whether one answers an exercise is the scan above); no line of the key and
+    no solution may be (calib_book.leaks, with its control in tests/test_course.py)."""
+    from calib_book import leaks
+    from test_course import KEY_NAMES
+
+    site = ROOT / "_build" / "student"
+    if not (site / "_build" / "html" / "index.html").is_file():
+        book_not_built("the student edition is not built (the test above builds it)")
+    needles, _ = leaks.key_needles(ROOT)
+    files = [p for p in site.rglob("*") if p.is_file()]
+    hits, scanned = leaks.scan(files, [n for n in needles if n.kind != "value" and n.text not in KEY_NAMES])
+    assert scanned > 30
+    assert hits == []
+

@@ -3,9 +3,9 @@ of its executed notebook before its exercises, and its prose) and every number i
 is fed to every part of every self-check; none may be ``right``.
 
 The executed notebooks are those ``make book`` leaves in ``_build/src/chapters``; set ``CALIB_BUILD`` to another
-build folder (e.g. a main checkout's ``_build``) to scan that one. The test is skipped where no chapter has been
-executed; it decides so when it runs, not when it is collected, so that under ``make test`` it scans the notebooks
-``tests/test_chapters.py`` (collected and run before it) has just executed.
+build folder (e.g. a main checkout's ``_build``) to scan that one. ``tests/test_chapters.py`` runs the scan
+(:func:`scan_executed_chapters`) right after it executes and builds the book; it skips where no chapter has been
+executed.
 """
 
 import importlib
@@ -14,7 +14,6 @@ import json
 import os
 import pkgutil
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -148,12 +147,16 @@ def test_the_scan_finds_a_planted_self_answer():
     assert not self_answers([f"a table row: 1.5 {float(expected) * 1.1:.12g} 7"], [(label, part, expected, spec)])
 
 
-def test_no_chapter_output_glue_or_docstring_answers_an_exercise():
-    if not any(EXECUTED.glob("*.ipynb")):          # checked at run time: tests/test_chapters.py may have just run
-        pytest.skip(f"no executed chapters in {EXECUTED} (run make book, or set CALIB_BUILD to a build folder)")
+def scan_executed_chapters(executed: Path | None = None) -> None:
+    """The scan: fails naming each part a number of the executed chapters in ``executed`` (default ``EXECUTED``)
+    or of the API docstrings answers, and each entry of KNOWN_SELF_ANSWERS that no number answers any more; skips
+    where no chapter has been executed (decided when it runs)."""
+    executed = EXECUTED if executed is None else executed
+    if not any(executed.glob("*.ipynb")):
+        pytest.skip(f"no executed chapters in {executed} (run make book, or set CALIB_BUILD to a build folder)")
     parts = _scannable_parts()
     found = {}
-    for notebook in sorted(EXECUTED.glob("*.ipynb")):
+    for notebook in sorted(executed.glob("*.ipynb")):
         for label, part, values in self_answers(chapter_texts(notebook), parts):
             found[(notebook.stem, label, part)] = values
     for label, part, values in self_answers(docstring_texts(), parts):
@@ -161,14 +164,31 @@ def test_no_chapter_output_glue_or_docstring_answers_an_exercise():
     new = {key: values for key, values in found.items() if key not in KNOWN_SELF_ANSWERS}
     assert not new, "numbers the book prints answer these exercises: " + "; ".join(
         f"{where}: {label} {part} <- {values}" for (where, label, part), values in new.items())
-    executed = {k for k in KNOWN_SELF_ANSWERS if (EXECUTED / f"{k[0]}.ipynb").is_file()}
-    fixed = executed - set(found)
+    present = {k for k in KNOWN_SELF_ANSWERS if (executed / f"{k[0]}.ipynb").is_file()}
+    fixed = present - set(found)
     assert not fixed, f"no longer self-answered, remove from KNOWN_SELF_ANSWERS: {sorted(fixed)}"
 
 
-def test_the_scan_decides_to_skip_when_it_runs_not_when_it_is_collected(tmp_path, monkeypatch):
-    """Under ``make test`` the build folder is empty at collection and filled by tests/test_chapters.py before this
-    module runs: a skip decided at collection (a ``skipif`` mark) would skip the scan there every time."""
-    monkeypatch.setattr(sys.modules[__name__], "EXECUTED", tmp_path)         # empty, as in a fresh clone
+def test_the_scan_of_a_built_book_runs_after_the_build_in_make_test():
+    """The scan of the executed chapters is the test ``test_chapters.py`` runs right after it executes and builds the
+    book (the same file, so the same worker, in order, under pytest-xdist's ``--dist loadfile``); before, a skip
+    decided at collection skipped it in every ``make test`` from a clean clone."""
+    source = (Path(__file__).parent / "test_chapters.py").read_text()
+    build = source.index("def test_every_chapter_runs_and_the_book_builds")
+    assert source.index("scan_executed_chapters()") > build
+
+
+def test_the_scan_skips_where_no_chapter_was_executed(tmp_path):
     with pytest.raises(pytest.skip.Exception, match="no executed chapters"):
-        test_no_chapter_output_glue_or_docstring_answers_an_exercise()
+        scan_executed_chapters(tmp_path)
+
+
+def test_the_scan_finds_a_self_answer_planted_in_an_executed_notebook(tmp_path):
+    parts = _scannable_parts()
+    label, part, expected, spec = next(p for p in parts if p[2].size == 1 and p[3].accept is None)
+    cell = {"cell_type": "code", "source": ["print(x)"], "metadata": {},
+            "outputs": [{"output_type": "stream", "name": "stdout", "text": [f"x = {float(expected):.12g}\n"]}]}
+    (tmp_path / "99-planted.ipynb").write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4,
+                                                          "nbformat_minor": 5}))
+    with pytest.raises(AssertionError, match=f"99-planted: {label} {part}"):
+        scan_executed_chapters(tmp_path)
