@@ -7,6 +7,8 @@ PROFILE    ?= quick
 # A chapter whose source, parameters, library, stored results and versions have not changed since its last
 # successful execution is reused (see book/calib_book/runner.py); FORCE=1 executes every chapter again.
 FORCE      ?=
+# Chapters executed at once, each in its own kernel (calib book run --jobs).
+JOBS       ?= 2
 # Processes that run the tests (`make test`): two, one for the chapters while the other runs the rest.
 TEST_WORKERS ?= 2
 # torch is installed only when the environment lacks it, so that an existing (e.g. CUDA) torch is kept.
@@ -20,7 +22,7 @@ STAMP := $(VENV)/.calib-installed
 .PHONY: book test student course pdf tex setup data browser clean
 
 book: setup
-	$(PY) -m calib book run --profile $(PROFILE) $(if $(FORCE),--force)
+	$(PY) -m calib book run --profile $(PROFILE) --jobs $(JOBS) $(if $(FORCE),--force)
 	$(PY) -m calib book build
 
 # pytest-xdist, a file to a worker (--dist loadfile): tests/test_chapters.py executes and builds the book and then
@@ -66,10 +68,20 @@ tex:
 
 setup: $(STAMP) data browser
 
+# The project and its dependencies go in with uv (from PyPI, into the environment), which resolves and installs
+# them in seconds where pip takes a minute; with pip when uv cannot be had. torch goes in with pip, which reads the
+# machine's pip configuration (a local wheel, constraints).
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e '.[book,course,dev]'
+	@if $(PY) -m pip install -q uv >/dev/null 2>&1 && $(VENV)/bin/uv --version >/dev/null 2>&1; then \
+	  echo "$(VENV)/bin/uv pip install -e '.[book,course,dev]'"; \
+	  $(VENV)/bin/uv pip install -q --python $(PY) -e '.[book,course,dev]' || \
+	  $(PY) -m pip install -q -e '.[book,course,dev]'; \
+	else \
+	  echo "$(PY) -m pip install -e '.[book,course,dev]'"; \
+	  $(PY) -m pip install -q -e '.[book,course,dev]'; \
+	fi
 	@touch $(STAMP)
 
 # Fashion-MNIST from Debian's dataset-fashion-mnist when apt is there and we are root; carry on otherwise

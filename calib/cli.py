@@ -39,6 +39,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"), default=[],
                      help="override a chapter parameter, e.g. -p seed 3 (values are Python literals)")
     run.add_argument("--keep-going", action="store_true", help="run the remaining chapters after a failure")
+    run.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
+                     help="execute N chapters at once, each in its own kernel (default 1; `make book` uses 2)")
     run.add_argument("--force", action="store_true",
                      help="execute every chapter run here, even one whose source, parameters, library, stored "
                           "results and versions are those of its last successful execution (which is otherwise "
@@ -307,7 +309,8 @@ def _book(args) -> int:
         if args.book_command == "run":
             params = {name: _parse_value(value) for name, value in args.parameter}
             runner.run_book(root, profile=args.profile, only=args.only, parameters=params,
-                            keep_going=args.keep_going, strict=not args.no_strict, force=args.force)
+                            keep_going=args.keep_going, strict=not args.no_strict, force=args.force,
+                            jobs=args.jobs)
         elif args.book_command == "build":
             runner.build_book(root, strict=not args.no_strict, student=args.student)
         elif args.book_command == "check":

@@ -533,3 +533,94 @@ def test_staging_copies_only_what_changed_and_keeps_modification_times(tmp_path)
     assert (src / "book" / "status.md").stat().st_mtime == 2_000_000
     runner._write_if_changed(src / "book" / "status.md", "regenerated")
     assert (src / "book" / "status.md").read_text() == "regenerated"
+
+
+def _parallel_book(root, chapters: int = 3, seconds: float = 3):
+    """A book of ``chapters`` chapters, each recording a claim, writing its kernel's pid to ``started-NN`` and when
+    it ran to ``span-NN`` (after sleeping ``seconds``)."""
+    (root / "calib").mkdir(parents=True)
+    (root / "book").mkdir()
+    (root / "chapters").mkdir()
+    (root / "_config.yml").write_text("title: tiny\n")
+    names = [f"0{i}-c{i}" for i in range(1, chapters + 1)]
+    (root / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n"
+                                   + "".join(f"  - file: chapters/{n}\n" for n in names))
+    (root / "book" / "intro.md").write_text("# Intro\n")
+    for i, name in enumerate(names, 1):
+        (root / "chapters" / f"{name}.md").write_text(_chapter(f"""
+            ```{{code-cell}} ipython3
+            import os, pathlib, time
+            from calib_book.claims import claim
+            start = time.time()
+            pathlib.Path("started-{i}").write_text(str(os.getpid()))
+            claim("paper/first-{i}", "first of chapter {i}", passed=True, evidence="{i}")
+            time.sleep({seconds})
+            claim("paper/second-{i}", "second of chapter {i}", passed=os.environ["CALIB_CHAPTER"] == "{name}",
+                  evidence=os.environ["CALIB_CHAPTER"])
+            pathlib.Path("span-{i}").write_text(f"{{start}} {{time.time()}}")
+            ```
+            """))
+    return root, names
+
+
+def test_chapters_executed_two_at_once_overlap_and_keep_the_ledger_in_toc_order(tmp_path):
+    """Issue 30: `calib book run --jobs 2` (what `make book` and `make test` do) executes two chapters at once, each
+    kernel with its own ledger and chapter name, and writes the ledger in the order of _toc.yml, the same records
+    as one at a time."""
+    root, names = _parallel_book(tmp_path / "book")
+    runs = runner.run_book(root, jobs=2)
+    assert [r.name for r in runs] == names and all(r.ok and r.claims == 2 for r in runs)
+    spans = [tuple(map(float, (root / f"span-{i}").read_text().split())) for i in range(1, 4)]
+    overlapping = sum(1 for i in range(3) for j in range(i + 1, 3)
+                      if spans[i][0] < spans[j][1] and spans[j][0] < spans[i][1])
+    assert overlapping >= 1, spans                                  # two chapters ran at the same time
+    assert max(e for _, e in spans) - min(s for s, _ in spans) < 3 * 3, spans   # less than one after another
+    parallel = (root / "_build" / "claims.jsonl").read_text()
+    assert [json.loads(line)["id"] for line in parallel.splitlines()] == \
+        [f"paper/{k}-{i}" for i in range(1, 4) for k in ("first", "second")]
+    runner.run_book(root, jobs=1, force=True)                       # the control: one at a time
+    assert (root / "_build" / "claims.jsonl").read_text() == parallel
+    with pytest.raises(ValueError, match=r"jobs=0: .* at least 1"):
+        runner.run_book(root, jobs=0)
+
+
+def test_a_failing_chapter_among_two_at_once_stops_the_run_and_keeps_the_others_records(tiny_book):
+    """Two at once, one fails: the other chapter's records are in the ledger, the failure names its cell, and no
+    chapter starts after the failure (with --keep-going they do)."""
+    with pytest.raises(runner.ChapterError, match=r"02-bad failed in cell"):
+        runner.run_book(tiny_book, parameters={"seed": 7}, jobs=2)
+    ledger = [json.loads(line) for line in (tiny_book / "_build" / "claims.jsonl").read_text().splitlines()]
+    assert [r["chapter"] for r in ledger] == ["01-good"]
+    timings = json.loads((tiny_book / "_build" / "timings.json").read_text())
+    assert timings["01-good"]["ok"] and not timings["02-bad"]["ok"]
+
+
+def test_ctrl_c_to_a_run_of_two_at_once_stops_both_kernels_and_ends_in_one_line(tmp_path):
+    """Ctrl-C to `calib book run --jobs 2` while two chapters execute: exit 130 in one line, both kernels gone,
+    neither chapter marked as run nor reusable, no temporary ledger left."""
+    import os
+    import signal
+    import time
+
+    root, names = _parallel_book(tmp_path / "book", chapters=2, seconds=60)
+    run = _calib_book(root, "run", "--jobs", "2")
+    kernels = [int(_wait_for(root / f"started-{i}")) for i in (1, 2)]
+    run.send_signal(signal.SIGINT)
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 130, (out, err)
+    assert err.startswith("calib: interrupted;") and err.count("\n") == 1, err
+    assert "Traceback" not in err + out
+    deadline = time.monotonic() + 15
+    alive = set(kernels)
+    while alive and time.monotonic() < deadline:
+        for pid in list(alive):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                alive.discard(pid)
+        time.sleep(0.2)
+    assert not alive, f"kernels {alive} outlived their runner"
+    timings = json.loads((root / "_build" / "timings.json").read_text())
+    assert not any(timings[n]["ok"] for n in names)
+    assert not list((root / "_build" / "cache").glob("*.json"))          # nothing to reuse
+    assert not list((root / "_build").glob("claims.*.running.jsonl"))

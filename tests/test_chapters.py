@@ -91,7 +91,7 @@ def test_a_stored_quick_run_of_chapter_05_retrains_bit_for_bit(tmp_path):
 @pytest.mark.chapters
 def test_every_chapter_runs_and_the_book_builds():
     names = runner.chapters_in_toc(ROOT)
-    runs = runner.run_book(ROOT, profile="quick")
+    runs = runner.run_book(ROOT, profile="quick", jobs=2)      # as `make book` runs them: two at once
     assert [r.name for r in runs] == names
     records = read_ledger(ROOT / "_build" / "claims.jsonl")
     failed = [r.id for r in records if r.passed is False]
@@ -101,8 +101,8 @@ def test_every_chapter_runs_and_the_book_builds():
     _check_quotes(records)
     silent = [n for n in names if not any(r.chapter == n for r in records)]
     assert not silent, f"chapters that record no claim: {silent}"
-    index = runner.build_book(ROOT)
-    assert index.is_file()
+    index = runner.build_book(ROOT, with_student=True)   # the student edition too, at the same time (tested below)
+    assert index.is_file() and index == ROOT / "_build" / "html" / "index.html"
     html = ROOT / "_build" / "html"
     for page in ["book/claims.html", "book/errata.html", "book/reproduction.html", "book/released-code.html",
                  *(f"chapters/{n}.html" for n in names)]:
@@ -179,17 +179,17 @@ def test_every_built_page_reads_well_in_a_browser():
 
 @pytest.mark.chapters
 def test_the_student_book_has_no_solutions_and_a_cell_to_work_in_after_each_exercise():
-    """After the build above: `calib book build --student` renders the same chapters without any solution, and
-    writes notebooks with a work cell (and the self-check call where there is one) after each exercise."""
+    """After the build above (which renders the student edition beside the full one, as `calib book build
+    --student` renders it alone): the same chapters without any solution, and notebooks with a work cell (and the
+    self-check call where there is one) after each exercise."""
     import nbformat
 
     from calib_book import exercises
     from calib_book.exercises import exercises_in
 
-    if not (ROOT / "_build" / "html" / "index.html").is_file():
-        book_not_built("the book is not built (the first test builds it)")
-    index = runner.build_book(ROOT, student=True)
-    html = index.parent
+    html = ROOT / "_build" / "student" / "_build" / "html"
+    if not (html / ".calib-strict-build-ok").is_file():
+        book_not_built("the student edition is not built (the first test builds it)")
     names = runner.chapters_in_toc(ROOT)
     full = (ROOT / "_build" / "html" / "chapters" / f"{names[1]}.html").read_text()
     assert "solution" in full.lower() and 'class="solution' in full            # the control: solutions exist

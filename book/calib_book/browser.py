@@ -29,6 +29,7 @@ read the DOM after Chromium has run the page's scripts; the layout ones (claims'
 
 from __future__ import annotations
 
+import html as html_module
 import json
 import os
 import re
@@ -223,7 +224,7 @@ AUDIT_SCRIPT = """<script>
       result.contrast[t] = claimContrast();
     });
     if (theme === null) { html.removeAttribute("data-theme"); } else { html.setAttribute("data-theme", theme); }
-    result.dom = "<!DOCTYPE html>" + html.outerHTML;
+    if (!/[?&]calib-dom=0/.test(location.search)) { result.dom = "<!DOCTYPE html>" + html.outerHTML; }
     window.parent.postMessage(JSON.stringify(result), "*");
   }
   window.addEventListener("load", function () {
@@ -260,7 +261,7 @@ def audit_page(page: Path, chromium: str, width: int, budget_ms: int = 20000) ->
 
 def audit_pages(pages, chromium: str, widths=WIDTHS, budget_ms: int = 20000) -> dict:
     """``{(page, width): (dom, audit)}``: :func:`audit_page` of every page of ``pages`` at every width of
-    ``widths``, in one Chromium launch.
+    ``widths``, in one Chromium launch; ``dom`` only at the widest width (None at the others).
 
     Each page is copied beside itself with the two scripts added (so that its relative links still resolve),
     all are shown in one frame per page and width (``AUDIT_FRAME``), and the copies removed. Launching Chromium
@@ -277,23 +278,28 @@ def audit_pages(pages, chromium: str, widths=WIDTHS, budget_ms: int = 20000) -> 
             copies.append(_write_beside(page, source[:at] + ERROR_RECORDER + source[at:body_end] + AUDIT_SCRIPT
                                         + source[body_end:]))
         shown = [(page, copy, width) for page, copy in zip(pages, copies) for width in widths]
-        frames = "\n".join(AUDIT_FRAME_ONE.format(src=copy.resolve().as_uri(), width=width)
+        # the DOM comes back from the widest frame only (the checks of the rendered page read it there)
+        frames = "\n".join(AUDIT_FRAME_ONE.format(src=copy.resolve().as_uri() + ("" if width == max(widths) else
+                                                                                  "?calib-dom=0"), width=width)
                            for _, copy, width in shown)
         copies.append(_write_beside(pages[0], AUDIT_FRAME.format(frames=frames)))
         frame = rendered_dom(copies[-1], chromium, width=len(pages) * sum(widths) + 40, budget_ms=budget_ms)
     finally:
         for copy in copies:
             copy.unlink(missing_ok=True)
-    soup = _soup(frame)
+    posted = {int(m.group(1)): m.group(2) for m in _AUDIT_TEXTAREA.finditer(frame)}
     results = {}
     for i, (page, _, width) in enumerate(shown):
-        found = soup.find("textarea", id=f"calib-audit-{i}")
-        if found is None:
+        if i not in posted:
             raise RuntimeError(f"the audit of {page} at {width} px did not finish within {budget_ms} ms of virtual "
                                f"time")
-        audit = json.loads(found.get_text())
-        results[page, width] = (audit.pop("dom"), audit)
+        audit = json.loads(html_module.unescape(posted[i]))
+        results[page, width] = (audit.pop("dom", None), audit)
     return results
+
+
+#: What the i-th frame's audit posted, as Chromium serialises it in the frame page's DOM (a textarea's text).
+_AUDIT_TEXTAREA = re.compile(r'<textarea id="calib-audit-(\d+)">(.*?)</textarea>', re.S)
 
 
 def _write_beside(page: Path, text: str) -> Path:
@@ -305,9 +311,14 @@ def _write_beside(page: Path, text: str) -> Path:
 
 
 def _soup(html: str):
-    from bs4 import BeautifulSoup
+    """``html`` parsed by BeautifulSoup with lxml's parser (the book's dependency), or Python's where lxml is
+    missing (the same tree for the pages Sphinx writes, five times slower on a chapter)."""
+    from bs4 import BeautifulSoup, FeatureNotFound
 
-    return BeautifulSoup(html, "html.parser")
+    try:
+        return BeautifulSoup(html, "lxml")
+    except FeatureNotFound:                         # pragma: no cover - lxml is a dependency of the book
+        return BeautifulSoup(html, "html.parser")
 
 
 def _is_toggled_away(element) -> bool:
@@ -340,9 +351,10 @@ def visible_code_lines(html: str) -> int:
     return sum(len(cell.get_text().strip("\n").splitlines()) for cell in _visible_code_cells(_soup(html)))
 
 
-def _visible_text_lines(soup) -> list[str]:
-    """The text a reader sees, line by line: no code, no script, nothing inside a collapsed toggle, no math source."""
-    soup = _soup(str(soup))
+def _visible_text_lines(dom: str) -> list[str]:
+    """The text a reader sees, line by line: no code, no script, nothing inside a collapsed toggle, no math source.
+    ``dom``: the page's HTML (parsed here into a tree of its own, which this takes apart)."""
+    soup = _soup(dom)
     for tag in soup(["script", "style", "noscript", "pre", "code", "mjx-assistive-mml", "math", "svg"]):
         tag.decompose()
     for details in soup.find_all("details"):
@@ -354,21 +366,26 @@ def _visible_text_lines(soup) -> list[str]:
     return [line for line in body.get_text("\n").splitlines() if line.strip()]
 
 
-def _claim_paragraphs(soup) -> list[str]:
+def _claim_paragraphs(dom: str) -> list[str]:
     """The text of the claims' statements, quotes, corrections and remarks (the ledger pages' entries and the
-    blocks under the chapters' cells), paragraph by paragraph, without math, code, the evidence or the premise."""
-    texts = []
-    for block in soup.select(".claim-entry, .claim-line .claim-statement"):
-        block = _soup(str(block))
+    blocks under the chapters' cells), paragraph by paragraph, without math, code, the evidence or the premise.
+    ``dom``: the page's HTML (parsed here into a tree of its own, which this takes apart)."""
+    if "claim-" not in dom:
+        return []
+    soup = _soup(dom)
+    blocks = soup.select(".claim-entry, .claim-line .claim-statement")
+    for block in blocks:
         for tag in block.select(".claim-evidence, .claim-premise, code, pre, script, mjx-container, .math, math, svg"):
             tag.decompose()
+    texts = []
+    for block in blocks:
         paragraphs = block.select("p") or [block]
         texts += [" ".join(p.get_text(" ").split()) for p in paragraphs]
     return [t for t in texts if t]
 
 
-def _check_claims(report: PageReport, soup) -> None:
-    paragraphs = _claim_paragraphs(soup)
+def _check_claims(report: PageReport, dom: str) -> None:
+    paragraphs = _claim_paragraphs(dom)
     tex = [t for t in paragraphs if _TEX_COMMAND.search(t)]
     ascii_math = [t for t in paragraphs if _ASCII_MATH.search(t)]
     report.raw_tex, report.ascii_math = len(tex), len(ascii_math)
@@ -408,9 +425,27 @@ def _check_audit(report: PageReport, audit: dict, errors: bool = True) -> None:
             report.problems.append(f"{len(audit['errors'])} console error(s), e.g. {audit['errors'][0][:160]!r}")
 
 
+#: A formula MathJax typeset, with the elements it drew (hundreds a formula), and a block of code, with the span
+#: Pygments wraps around each token (18,000 on chapter 08): nodes for the parser that no check reads.
+_MJX_CONTAINER = re.compile(r"(<mjx-container\b[^>]*>)(.*?)(</mjx-container>)", re.S)
+_PRE = re.compile(r"(<pre\b[^>]*>)(.*?)(</pre>)", re.S)
+_SPAN_TAG = re.compile(r"</?span\b[^>]*>")
+
+
+def _lighter(html: str) -> str:
+    """``html`` with each typeset formula emptied, unless it holds a MathJax error, and the token spans of code
+    blocks removed (their text stays). The checks read of a formula that it is there (its container) or that it
+    failed (``mjx-merror``); its text, for a reader, is drawn by CSS, not held in the DOM. They read of code its
+    text. So they find the same in a tree a tenth the size, which parses that much faster."""
+    html = _MJX_CONTAINER.sub(lambda m: m.group(0) if "<mjx-merror" in m.group(2) else m.group(1) + m.group(3),
+                              html)
+    return _PRE.sub(lambda m: m.group(1) + _SPAN_TAG.sub("", m.group(2)) + m.group(3), html)
+
+
 def _check_rendered(report: PageReport, dom: str) -> None:
+    dom = _lighter(dom)
     soup = _soup(dom)
-    _check_claims(report, soup)
+    _check_claims(report, dom)
     math = soup.select("span.math, div.math")
     report.formulas = len(soup.find_all("mjx-container"))
     untypeset = [m for m in math if m.find("mjx-container") is None]
@@ -422,7 +457,7 @@ def _check_rendered(report: PageReport, dom: str) -> None:
     if errors:
         example = errors[0].get("data-mjx-error", errors[0].get_text())[:120]
         report.problems.append(f"{len(errors)} MathJax error(s), e.g. {example!r}")
-    lines = _visible_text_lines(soup)
+    lines = _visible_text_lines(dom)
     tex = [line for line in lines if _TEX_DELIMITER.search(line) or _DOLLAR_MATH.search(line)]
     if tex:
         report.problems.append(f"raw TeX in the text: {tex[0].strip()[:100]!r}")
@@ -447,7 +482,7 @@ def _target(page: Path, href: str, html_root: Path) -> tuple[Path | None, str]:
 
 
 def _check_static(report: PageReport, page: Path, html_root: Path, ids_of) -> None:
-    soup = _soup(page.read_text(encoding="utf-8", errors="replace"))
+    soup = _soup(_lighter(page.read_text(encoding="utf-8", errors="replace")))
     report.visible_code_lines = sum(len(c.get_text().strip("\n").splitlines()) for c in _visible_code_cells(soup))
     for tag, attr in (("script", "src"), ("link", "href")):
         for element in soup.find_all(tag):

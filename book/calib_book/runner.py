@@ -69,7 +69,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -163,15 +165,17 @@ class BuildLock:
     NAME = ".calib-book.lock"
     _depth: dict[str, int] = {}                     # lock file -> how often this process holds it
     _fds: dict[str, int] = {}
+    _guard = threading.RLock()                      # the chapters of one run may execute in threads (``jobs``)
 
     def __init__(self, root: Path):
         self.path = build_dir(Path(root)).absolute() / self.NAME
         self.key = str(self.path)
 
     def __enter__(self) -> "BuildLock":
-        if self._depth.get(self.key, 0) == 0:
-            self._acquire()
-        self._depth[self.key] = self._depth.get(self.key, 0) + 1
+        with self._guard:
+            if self._depth.get(self.key, 0) == 0:
+                self._acquire()
+            self._depth[self.key] = self._depth.get(self.key, 0) + 1
         return self
 
     def _acquire(self) -> None:
@@ -196,11 +200,12 @@ class BuildLock:
         self._fds[self.key] = fd
 
     def __exit__(self, *exc) -> None:
-        self._depth[self.key] -= 1
-        if self._depth[self.key] == 0:
-            fd = self._fds.pop(self.key, None)
-            if fd is not None:
-                os.close(fd)                        # closing releases the lock
+        with self._guard:
+            self._depth[self.key] -= 1
+            if self._depth[self.key] == 0:
+                fd = self._fds.pop(self.key, None)
+                if fd is not None:
+                    os.close(fd)                    # closing releases the lock
 
 
 def chapters_in_toc(root: Path) -> list[str]:
@@ -360,20 +365,20 @@ def _run_chapter(root: Path, name: str, profile: str, parameters: dict | None, t
     fd, running = tempfile.mkstemp(prefix=f"claims.{name}.", suffix=".running.jsonl", dir=build_dir(root))
     os.close(fd)                                    # this run's records, until it succeeds: a file of its own
     running = Path(running)
-    env_backup = {k: os.environ.get(k) for k in ("CALIB_LEDGER", "CALIB_CHAPTER", "CALIB_STRICT", "MPLBACKEND",
-                                                 "PYTHONPATH", *CPU_ISA_VARIABLES)}
-    kernel_env = dict(os.environ)
+    # the kernel's own environment (this process's is left alone: chapters may execute in threads side by side)
+    kernel_env = {**os.environ, "CALIB_LEDGER": str(running), "CALIB_CHAPTER": name,
+                  "CALIB_STRICT": "1" if strict else "0", "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+                  "PYTHONPATH": _python_path()}
     pin_cpu_kernels(kernel_env)                     # the kernel's torch: AVX2 kernels, bit-reproducible runs
-    os.environ.update({k: kernel_env[k] for k in CPU_ISA_VARIABLES if k in kernel_env})
-    os.environ.update(CALIB_LEDGER=str(running), CALIB_CHAPTER=name, CALIB_STRICT="1" if strict else "0",
-                      MPLBACKEND="module://matplotlib_inline.backend_inline", PYTHONPATH=_python_path())
     kernel_log = raw.with_suffix(".kernel.log")
     start = time.perf_counter()
     error = ""
     try:
         papermill.execute_notebook(str(raw), str(out_dir / f"{name}.ipynb"), parameters=params, kernel_name="python3",
                                    cwd=str(root), progress_bar=False, log_output=False, execution_timeout=timeout,
-                                   kernel_manager_class=_kernel_manager_logging_to(kernel_log))
+                                   kernel_manager_class=_kernel_manager_logging_to(kernel_log, kernel_env))
+        if _STOP.is_set():                          # interrupted while its last cell finished: not a whole run
+            raise KeyboardInterrupt
     except PapermillExecutionError as exc:
         error = (f"chapter {name} failed in cell {exc.cell_index} (execution count {exc.exec_count}): "
                  f"{exc.ename}: {exc.evalue}")
@@ -381,37 +386,60 @@ def _run_chapter(root: Path, name: str, profile: str, parameters: dict | None, t
         error = f"chapter {name}: its kernel died (out of memory, or killed); its log is {kernel_log}"
     except BaseException:                           # Ctrl-C: the notebook is partial, and the build must say so
         running.unlink(missing_ok=True)
-        _record_timing(root, ChapterRun(name, time.perf_counter() - start, 0, False, "interrupted"), profile)
+        with _BOOKKEEPING:
+            _record_timing(root, ChapterRun(name, time.perf_counter() - start, 0, False, "interrupted"), profile)
         raise
-    finally:
-        for key, value in env_backup.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    if error and _STOP.is_set():                    # its kernel was stopped because the run was interrupted
+        running.unlink(missing_ok=True)
+        with _BOOKKEEPING:
+            _record_timing(root, ChapterRun(name, time.perf_counter() - start, 0, False, "interrupted"), profile)
+        raise KeyboardInterrupt
     result = ChapterRun(name, time.perf_counter() - start, len(claims_module.read_ledger(running)), not error, error,
                         why=why)
-    if not error:                                   # the ledger keeps the last successful run's records
-        claims_module.replace_chapter(ledger, name, running)
-        _remember(root, result, profile, cache_key, components, running, out_dir / f"{name}.ipynb")
+    with _BOOKKEEPING:                              # the ledger and timings.json are shared by the chapters of a run
+        if not error:                               # the ledger keeps the last successful run's records
+            claims_module.replace_chapter(ledger, name, running)
+            _remember(root, result, profile, cache_key, components, running, out_dir / f"{name}.ipynb")
+        _record_timing(root, result, profile)
     running.unlink(missing_ok=True)
-    _record_timing(root, result, profile)
     if error:
         raise ChapterError(error + " (the ledger keeps the claims of this chapter's last successful run)")
     return result
 
 
-def _kernel_manager_logging_to(log: Path):
-    """The kernel manager class for papermill whose kernel writes its own log (its stderr) to ``log`` instead of
-    the terminal: an interrupted run then ends in one line, not in the kernel's traceback of a closed socket."""
+def _kernel_manager_logging_to(log: Path, env: dict):
+    """The kernel manager class for papermill whose kernel gets the environment ``env`` and writes its own log (its
+    stderr) to ``log`` instead of the terminal: an interrupted run then ends in one line, not in the kernel's
+    traceback of a closed socket. The kernel's process is in ``_KERNELS`` while it runs, so that an interrupted
+    run can stop the kernels of the chapters executing beside the one that got the Ctrl-C."""
     from jupyter_client.manager import AsyncKernelManager
 
     class KernelManagerLoggingToFile(AsyncKernelManager):
         async def _async_launch_kernel(self, kernel_cmd, **kw):
             with open(log, "wb") as stderr:         # the kernel holds its own copy of the file once launched
-                await super()._async_launch_kernel(kernel_cmd, **{**kw, "stderr": stderr})
+                await super()._async_launch_kernel(kernel_cmd, **{**kw, "stderr": stderr,
+                                                                  "env": {**kw.get("env", {}), **env}})
+            process = getattr(self.provisioner, "process", None)
+            if process is not None:
+                with _BOOKKEEPING:
+                    _KERNELS.add(process)
+                if _STOP.is_set():
+                    process.kill()
+
+        async def _async_cleanup_resources(self, *args, **kw):
+            process = getattr(self.provisioner, "process", None)
+            with _BOOKKEEPING:
+                _KERNELS.discard(process)
+            await super()._async_cleanup_resources(*args, **kw)
 
     return KernelManagerLoggingToFile
+
+
+#: Held while a chapter's records go into the shared files of a run (the ledger, ``timings.json``).
+_BOOKKEEPING = threading.RLock()
+#: The kernels of the chapters executing now (their ``Popen``), and the event that stops a run on Ctrl-C.
+_KERNELS: set = set()
+_STOP = threading.Event()
 
 
 def chapter_parameters(source: Path) -> dict:
@@ -527,9 +555,10 @@ def _reuse(root: Path, name: str, key: str, components: dict, profile: str) -> C
         return "its executed notebook is missing"
     except (ValueError, TypeError, KeyError, AttributeError):
         return "its cache entry or claims file is damaged"
-    claims_module.replace_chapter(build_dir(root) / "claims.jsonl", name, claims_path)
     run = ChapterRun(name, entry["seconds"], entry["claims"], True, reused=True)
-    _record_timing(root, run, profile, finished=entry["finished"])
+    with _BOOKKEEPING:
+        claims_module.replace_chapter(build_dir(root) / "claims.jsonl", name, claims_path)
+        _record_timing(root, run, profile, finished=entry["finished"])
     return run
 
 
@@ -539,12 +568,18 @@ def _python_path() -> str:
 
 
 def run_book(root: Path, profile: str = "quick", only: list[str] | None = None, parameters: dict | None = None,
-             keep_going: bool = False, strict: bool = True, force: bool = False) -> list[ChapterRun]:
-    """Execute the chapters of ``_toc.yml`` (or those named in ``only``) in order; print a time table.
+             keep_going: bool = False, strict: bool = True, force: bool = False, jobs: int = 1) -> list[ChapterRun]:
+    """Execute the chapters of ``_toc.yml`` (or those named in ``only``); print a time table.
 
     A chapter whose inputs have not changed since its last successful execution is reused, not executed, unless
     ``force`` (:func:`~calib_book.cache.chapter_key`). Every parameter is checked before the first chapter runs; the
-    :class:`BuildLock` is held throughout."""
+    :class:`BuildLock` is held throughout. ``jobs`` chapters execute at once, each in its own kernel (no chapter
+    reads what another writes: each reads the library, the stored results and the data); the longest first, by
+    their last recorded times, and the ledger is written in the order of ``_toc.yml`` whatever the order they end
+    in. The returned runs are in that order too."""
+    if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
+        raise ValueError(f"jobs={jobs!r}: the number of chapters executed at once must be a whole number of at "
+                         f"least 1 (e.g. jobs=2 on two cores).")
     names = chapters_in_toc(root)
     if only:
         unknown = [n for n in only if n not in names]
@@ -563,34 +598,86 @@ def run_book(root: Path, profile: str = "quick", only: list[str] | None = None, 
         if not only:
             (build_dir(root) / "claims.jsonl").unlink(missing_ok=True)
         _stage_static(root, build_dir(root) / "src")
-        runs = _run_chapters(root, names, declared, profile, parameters, keep_going, strict, force)
+        runs = _run_chapters(root, names, declared, profile, parameters, keep_going, strict, force, jobs)
+        _order_ledger(build_dir(root) / "claims.jsonl", chapters_in_toc(root))
     print(timing_table(runs))
     if any(not run.ok for run in runs):
         raise ChapterError("; ".join(run.error for run in runs if not run.ok))
     return runs
 
 
+def _order_ledger(path: Path, names: list[str]) -> None:
+    """Put the ledger's records in the order of the chapters in ``_toc.yml`` (a chapter's own in the order it
+    recorded them): chapters executed side by side end, and write their records, in any order."""
+    if not path.is_file():
+        return
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rank = {name: i for i, name in enumerate(names)}
+    ordered = sorted(lines, key=lambda line: rank.get(json.loads(line).get("chapter"), len(rank)))
+    if ordered != lines:
+        claims_module.write_atomic(path, "".join(line + "\n" for line in ordered))
+
+
 def _run_chapters(root: Path, names: list[str], declared: dict, profile: str, parameters: dict | None,
-                  keep_going: bool, strict: bool, force: bool) -> list[ChapterRun]:
-    """The chapters ``names`` executed (or reused) in order (up to the first failure unless ``keep_going``)."""
-    runs: list[ChapterRun] = []
-    for name in names:
+                  keep_going: bool, strict: bool, force: bool, jobs: int = 1) -> list[ChapterRun]:
+    """The chapters ``names`` executed (or reused), ``jobs`` at a time, up to the first failure unless
+    ``keep_going`` (the chapters running then finish; none starts after it). In the order of ``names``."""
+    _STOP.clear()
+
+    def one(name: str) -> ChapterRun:
         print(f"[book] {name} ({profile} profile) ...", flush=True)
         try:
             own = {k: v for k, v in (parameters or {}).items() if k in declared[name]}
             run = run_chapter(root, name, profile, own, strict=strict, force=force)
         except ChapterError as exc:
             print(f"[book] FAILED: {exc}", flush=True)
-            runs.append(ChapterRun(name, json.loads((build_dir(root) / "timings.json").read_text())[name]["seconds"],
-                                   0, False, str(exc)))
-            if not keep_going:
-                break
-            continue
+            return ChapterRun(name, json.loads((build_dir(root) / "timings.json").read_text())[name]["seconds"],
+                              0, False, str(exc))
         print(f"[book] {name}: " + (f"reused (its last execution took {run.seconds:.1f} s)" if run.reused else
                                      f"executed ({run.why}) in {run.seconds:.1f} s") + f", {run.claims} claims",
               flush=True)
-        runs.append(run)
-    return runs
+        return run
+
+    if jobs == 1 or len(names) < 2:
+        runs: list[ChapterRun] = []
+        for name in names:
+            runs.append(one(name))
+            if not runs[-1].ok and not keep_going:
+                break
+        return runs
+    # longest first (their last recorded times; a chapter never timed goes first), so that the last to end is short
+    timings = build_dir(root) / "timings.json"
+    last = json.loads(timings.read_text()) if timings.is_file() else {}
+    queue = sorted(names, key=lambda n: -last.get(n, {}).get("seconds", math.inf))
+    done: dict[str, ChapterRun] = {}
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="chapter") as pool:
+        running = {}
+        try:
+            while queue or running:
+                while queue and len(running) < jobs and (keep_going or all(r.ok for r in done.values())):
+                    name = queue.pop(0)
+                    running[pool.submit(one, name)] = name
+                if not running:
+                    break
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    done[running.pop(future)] = future.result()
+        except BaseException:                       # Ctrl-C (or a failure of the runner itself): stop every kernel
+            _STOP.set()
+            import logging
+
+            log = logging.getLogger("papermill")        # not "Kernel died ..." for each kernel stopped here
+            was_disabled, log.disabled = log.disabled, True
+            with _BOOKKEEPING:
+                for process in list(_KERNELS):
+                    try:
+                        process.kill()
+                    except OSError:
+                        pass
+            wait(running)
+            log.disabled = was_disabled
+            raise
+    return [done[n] for n in names if n in done]
 
 
 def timing_table(runs: list[ChapterRun]) -> str:
@@ -609,13 +696,14 @@ def timing_table(runs: list[ChapterRun]) -> str:
     return "\n".join(lines)
 
 
-def build_book(root: Path, strict: bool = True, student: bool = False) -> Path:
+def build_book(root: Path, strict: bool = True, student: bool = False, with_student: bool = False) -> Path:
     """Render the executed chapters with jupyter-book into ``_build/html``; return the index page.
 
     With ``student=True`` the book is rendered without the exercises' solutions into
     ``_build/student/_build/html``, and the chapters are also written, solutions removed and unexecuted, as
-    notebooks for students to work in, under ``_build/student/notebooks`` (see :func:`~calib_book.student.strip_solutions`). Holds
-    the :class:`BuildLock`.
+    notebooks for students to work in, under ``_build/student/notebooks`` (see :func:`~calib_book.student.strip_solutions`).
+    With ``with_student=True`` both editions are rendered, by two jupyter-book processes at once, and the full
+    edition's index is returned. Holds the :class:`BuildLock`.
 
     Sphinx builds incrementally: it reads again only the pages whose files changed (a reused chapter's notebook
     keeps its modification time). Its warnings come only from the pages it reads, so a strict build after a
@@ -623,10 +711,10 @@ def build_book(root: Path, strict: bool = True, student: bool = False) -> Path:
     the last build fail is never skipped. ``html/.calib-strict-build-ok`` marks a strict build that succeeded.
     """
     with BuildLock(root):
-        return _build_book(root, strict, student)
+        return _build_book(root, strict, student, with_student)
 
 
-def _build_book(root: Path, strict: bool, student: bool) -> Path:
+def _build_book(root: Path, strict: bool, student: bool, with_student: bool = False) -> Path:
     build = build_dir(root)
     src = build / "src"
     names = chapters_in_toc(root)
@@ -650,27 +738,38 @@ def _build_book(root: Path, strict: bool, student: bool) -> Path:
     entries = [e for n in names for e in exercises_in(n, (root / "chapters" / f"{n}.md").read_text(encoding="utf-8"))]
     titles = {n: _chapter_title(root / "chapters" / f"{n}.md") for n in names}
     _write_if_changed(src / "book" / "exercises.md", exercises_page(entries, names, titles))
-    output = root
-    if student:
-        src, output = _stage_student(root, src, names), build / "student"
-    cmd = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build", str(src), "--path-output",
-           str(output), "--builder", "html"]
-    html = (output / "_build" if student else build) / "html"
-    passed = html / ".calib-strict-build-ok"
-    if strict:
-        cmd += ["-W", "-n", "--keep-going"] + ([] if passed.is_file() else ["--all"])
-    passed.unlink(missing_ok=True)
+    editions = [(src, root, build / "html")]        # (staged source, --path-output, html folder)
+    if student or with_student:
+        editions.append((_stage_student(root, src, names), build / "student", build / "student" / "_build" / "html"))
+        if student:
+            editions = editions[1:]
     # The API reference (book/api/) imports calib with autodoc: this checkout's calib, whichever one is installed,
     # and this package (the machinery page), which no installation holds.
     env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(Path(root).resolve()), _python_path()))}
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=root, env=env)
-    print(f"[book] jupyter-book build: {time.perf_counter() - start:.1f} s")
-    if proc.returncode != 0:
-        raise ChapterError(f"jupyter-book build failed (exit {proc.returncode}); see the warnings above.")
-    if strict:
-        passed.touch()
-    index = html / "index.html"
+    builds = []
+    for staged, output, html in editions:
+        cmd = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build", str(staged),
+               "--path-output", str(output), "--builder", "html"]
+        passed = html / ".calib-strict-build-ok"
+        if strict:
+            cmd += ["-W", "-n", "--keep-going"] + ([] if passed.is_file() else ["--all"])
+        passed.unlink(missing_ok=True)
+        builds.append((subprocess.Popen(cmd, cwd=root, env=env), html, passed))
+    try:
+        codes = [process.wait() for process, _, _ in builds]
+    except BaseException:
+        for process, _, _ in builds:
+            process.kill()
+        raise
+    print(f"[book] jupyter-book build{'s' if len(builds) > 1 else ''}: {time.perf_counter() - start:.1f} s")
+    for code, (_, html, passed) in zip(codes, builds):
+        if code != 0:
+            edition = " of the student edition" if "student" in html.relative_to(build).parts else ""
+            raise ChapterError(f"jupyter-book build{edition} failed (exit {code}); see the warnings above.")
+        if strict:
+            passed.touch()
+    index = builds[0][1] / "index.html"
     if timings:
         print(timing_table([ChapterRun(n, timings[n]["seconds"], timings[n]["claims"], timings[n]["ok"],
                                        reused=timings[n].get("reused", False)) for n in names if n in timings]))
