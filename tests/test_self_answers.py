@@ -45,15 +45,39 @@ def numbers_in(text: str) -> list[float]:
     return out
 
 
+#: A number glued for the prose (calib_book.notebook.glue_number): not shown where it is recorded, but where the prose
+#: refers to it, as ``{glue:text}`name:format``` formats it.
+GLUE_RECORD = "application/papermill.record/text/plain"
+GLUE_TEXT = re.compile(r"\{glue:text\}`([^`:]+)(?::([^`]*))?`")
+
+
 def chapter_texts(notebook: Path) -> list[str]:
-    """The texts a reader of the chapter sees before its exercises: prose, outputs, glued values."""
+    """The texts a reader of the chapter sees before its exercises: prose (a glued number as the prose formats
+    it), outputs, glued tables."""
+    cells = json.loads(notebook.read_text())["cells"]
+    glued = {}
+    for cell in cells:
+        for output in cell.get("outputs", []):
+            name = output.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name and GLUE_RECORD in output.get("data", {}):
+                glued[name] = output["data"][GLUE_RECORD]
+
+    def shown(match):
+        value = glued.get(match.group(1))
+        if value is None:
+            return match.group(0)
+        try:
+            return format(json.loads(value), match.group(2) or "")
+        except (ValueError, TypeError):         # not a number: shown as recorded
+            return value
+
     texts = []
-    for cell in json.loads(notebook.read_text())["cells"]:
+    for cell in cells:
         source = "".join(cell["source"])
         if cell["cell_type"] == "markdown":
             before, heading, _ = source.partition("\n## Exercises") if not source.startswith("## Exercises") \
                 else ("", "## Exercises", "")
-            texts.append(before)
+            texts.append(GLUE_TEXT.sub(shown, before))
             if heading:
                 break
             continue
@@ -61,7 +85,7 @@ def chapter_texts(notebook: Path) -> list[str]:
             if "text" in output:
                 texts.append("".join(output["text"]))
             for mime, data in output.get("data", {}).items():
-                if mime.endswith(("text/plain", "text/html", "text/latex", "text/markdown")):
+                if mime != GLUE_RECORD and mime.endswith(("text/plain", "text/html", "text/latex", "text/markdown")):
                     texts.append("".join(data) if isinstance(data, list) else str(data))
     return texts
 
@@ -192,3 +216,18 @@ def test_the_scan_finds_a_self_answer_planted_in_an_executed_notebook(tmp_path):
                                                           "nbformat_minor": 5}))
     with pytest.raises(AssertionError, match=f"99-planted: {label} {part}"):
         scan_executed_chapters(tmp_path)
+
+
+def test_a_glued_number_is_read_as_the_prose_shows_it(tmp_path):
+    """A number glued for the prose is recorded at full precision but shown as the prose formats it: a clock reading
+    recorded as 0.944584941009204 and shown as 0.94 (chapter 09's time exponent) once matched, by chance, an answer
+    of 0.9446 to within its tolerance. The scan reads what the reader sees."""
+    record = {"output_type": "display_data", "data": {GLUE_RECORD: "0.944584941009204"},
+              "metadata": {"scrapbook": {"mime_prefix": "application/papermill.record/", "name": "slope"}}}
+    cells = [{"cell_type": "code", "source": ["gl('slope', s)"], "metadata": {}, "outputs": [record]},
+             {"cell_type": "markdown", "source": ["The slope is {glue:text}`slope:.2f`, in full {glue:text}`slope`; "
+                                                 "{glue:text}`missing:.1f` is left as written."], "metadata": {}}]
+    path = tmp_path / "99-glued.ipynb"
+    path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    texts = chapter_texts(path)
+    assert texts == ["The slope is 0.94, in full 0.944584941009204; {glue:text}`missing:.1f` is left as written."]
