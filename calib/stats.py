@@ -410,11 +410,12 @@ def kendall_tau_bootstrap(reference, probs, labels, metric: Callable, n_resample
     taus = np.empty(int(n_resamples))
     for r in range(int(n_resamples)):
         idx, seeds = rng.integers(0, n, n), rng.integers(0, n_seeds, n_seeds)
+        resampled_labels = labels.take(idx)
         cache = {}
         values = []
         for stack in stacks:
             for s in np.unique(seeds):
-                cache[s] = metric(stack[s][idx], labels[idx])
+                cache[s] = metric(stack[s].take(idx, axis=0), resampled_labels)     # take: 5x faster than [idx]
             values.append(np.mean([cache[s] for s in seeds]))
         taus[r] = _kendall(ref, np.array(values))
     low, high = np.quantile(taus, [0.5 - level / 2, 0.5 + level / 2])

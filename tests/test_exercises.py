@@ -117,3 +117,49 @@ def test_the_stored_focal_exercise_states_its_binning_and_takes_the_official_one
     assert check("ch07-ex-stored-focal", ece=official, quiet=True).right
     assert check("ch07-ex-stored-focal", ece=answers._stored_focal("ece"), quiet=True).right
     assert not check("ch07-ex-stored-focal", ece=official * 1.05, quiet=True).right
+
+
+def test_an_expected_value_is_stored_for_the_next_process_and_recomputed_when_the_key_changes(tmp_path, monkeypatch):
+    """Issue 30: `make test` asked for every expected value in two processes (the self-answer scan and the course's
+    tests), each computing them (27 s, some training). A value is now stored under the checkout's _build/cache,
+    keyed on the library, the stored results and the versions (calib_book.cache.answers_key): another process reads
+    it instead of computing it, and a store of another key is not read."""
+    import dataclasses
+
+    from calib_book import answers
+
+    label = "ch02-ex-phi-peak" if "ch02-ex-phi-peak" in answers.EXERCISES else next(iter(answers.EXERCISES))
+    part, spec = next(iter(answers.EXERCISES[label].parts.items()))
+    calls = []
+
+    def counted():
+        calls.append(1)
+        return spec.compute()
+
+    monkeypatch.setitem(answers.EXERCISES[label].parts, part, dataclasses.replace(spec, compute=counted))
+    monkeypatch.setattr(answers, "_VALUES", {})
+    monkeypatch.setattr(answers, "_value_store", lambda: tmp_path / "key-a")
+    first = answers.expected_value(label, part)
+    assert calls == [1] and (tmp_path / "key-a" / f"{label}.{part}.pickle").is_file()
+    monkeypatch.setattr(answers, "_VALUES", {})                     # another process, the same key: read
+    assert repr(answers.expected_value(label, part)) == repr(first) and calls == [1]
+    monkeypatch.setattr(answers, "_VALUES", {})                     # another key (an edited library): computed
+    monkeypatch.setattr(answers, "_value_store", lambda: tmp_path / "key-b")
+    answers.expected_value(label, part)
+    assert calls == [1, 1]
+    (tmp_path / "key-b" / f"{label}.{part}.pickle").write_bytes(b"not a pickle")    # damaged: computed again
+    monkeypatch.setattr(answers, "_VALUES", {})
+    assert repr(answers.expected_value(label, part)) == repr(first) and calls == [1, 1, 1]
+
+
+def test_the_store_of_expected_values_is_keyed_on_the_library_and_the_stored_results(tmp_path):
+    from calib_book.cache import answers_key
+
+    for folder in ("calib", "book/calib_book", "book/data", "book/results"):
+        (tmp_path / folder).mkdir(parents=True)
+    key = answers_key(tmp_path)
+    (tmp_path / "book" / "results" / "run.json").write_text("{}")
+    assert answers_key(tmp_path) != key
+    changed = answers_key(tmp_path)
+    (tmp_path / "calib" / "metrics.py").write_text("x = 1\n")
+    assert answers_key(tmp_path) != changed

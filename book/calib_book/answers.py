@@ -8,7 +8,9 @@ solution checks its own answer against the same entry with ``check(..., strict=T
 from __future__ import annotations
 
 import functools
+import pickle
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 __all__ = ["Expected", "Exercise", "EXERCISES", "ACCEPT_RULES", "register", "interval_claim", "construction",
@@ -97,11 +99,51 @@ _VALUES: dict[tuple[str, str], Any] = {}
 
 
 def expected_value(label: str, part: str):
-    """The expected value of ``part`` of exercise ``label``, computed on first use and kept for the process."""
+    """The expected value of ``part`` of exercise ``label``, computed on first use and kept for the process, and
+    stored in a checkout's ``_build/cache/answers/KEY/`` (:func:`~calib_book.cache.answers_key`: the library, the
+    stored results, the versions) so that another process of the same checkout reads it instead of computing it
+    again (``make test`` asks for every value in two processes; ``make course`` after it computes none)."""
     key = (label, part)
     if key not in _VALUES:
+        stored = _stored_value_file(label, part)
+        if stored is not None and stored.is_file():
+            try:
+                _VALUES[key] = pickle.loads(stored.read_bytes())
+                return _VALUES[key]
+            except Exception:                       # noqa: BLE001 - damaged or from elsewhere: compute it again
+                pass
         _VALUES[key] = EXERCISES[label].parts[part].compute()
+        if stored is not None:
+            try:
+                from calib_book.claims import write_atomic
+
+                stored.parent.mkdir(parents=True, exist_ok=True)
+                write_atomic(stored, pickle.dumps(_VALUES[key]))
+            except Exception:                       # noqa: BLE001 - not picklable, or a read-only checkout
+                pass
     return _VALUES[key]
+
+
+@functools.lru_cache(maxsize=1)
+def _value_store() -> Path | None:
+    """``_build/cache/answers/KEY`` of the checkout that holds this package, or None outside a checkout."""
+    root = Path(__file__).resolve().parents[2]
+    if not ((root / "calib").is_dir() and (root / "_toc.yml").is_file()):
+        return None
+    import shutil
+
+    from calib_book.cache import answers_key
+
+    store, key = root / "_build" / "cache" / "answers", answers_key(root)
+    for earlier in store.iterdir() if store.is_dir() else ():     # the values of an earlier library: stale
+        if earlier.name != key:
+            shutil.rmtree(earlier, ignore_errors=True)
+    return store / key
+
+
+def _stored_value_file(label: str, part: str) -> Path | None:
+    store = _value_store()
+    return None if store is None else store / f"{label}.{part}.pickle"
 
 
 def register(label: str, chapter: str, **parts: Expected) -> Exercise:

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from calib._reproducible import CPU_ISA_VARIABLES, pin_cpu_kernels
 
-__all__ = ["digest_file", "digest_tree", "package_folder", "library_digest", "chapter_inputs", "KEYED_PACKAGES",
+__all__ = ["digest_file", "digest_tree", "package_folder", "library_digest", "chapter_inputs", "answers_key",
+           "KEYED_PACKAGES",
            "versions", "chapter_key"]
 
 
@@ -119,3 +120,18 @@ def chapter_key(root: Path, name: str, parameters: dict, strict: bool = True) ->
         "cpu_isa": {k: kernel_env.get(k) for k in (*CPU_ISA_VARIABLES, "CALIB_CPU_ISA")},
     }
     return hashlib.sha256(json.dumps(components, sort_keys=True).encode()).hexdigest(), components
+
+
+def answers_key(root: Path) -> str:
+    """The key under which the answer key's computed values are stored (:func:`calib_book.answers.expected_value`):
+    SHA-256 of the library (:func:`library_digest`, which holds the key's code), the stored results and data the
+    exercises read (``book/results``, ``book/data``), the versions (:func:`versions`) and this process's CPU
+    instruction-set settings (some values come from a short training run, whose float32 sums depend on them)."""
+    root = Path(root)
+    components = {
+        "library": library_digest(root),
+        "inputs": {folder: digest_tree(root / folder) for folder in ("book/data", "book/results")},
+        "versions": versions(),
+        "cpu_isa": {k: os.environ.get(k) for k in (*CPU_ISA_VARIABLES, "CALIB_CPU_ISA")},
+    }
+    return hashlib.sha256(json.dumps(components, sort_keys=True).encode()).hexdigest()

@@ -465,15 +465,15 @@ def drop_chapter(path: str | os.PathLike, chapter: str) -> None:
     write_atomic(path, "".join(line + "\n" for line in keep))
 
 
-def write_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` in one step: into a temporary file of this writer's own beside it (a unique
-    name, so that two writers never share one), then renamed over ``path``. A reader sees the old file or the
-    new one, never a part."""
+def write_atomic(path: str | os.PathLike, text: str | bytes) -> None:
+    """Write ``text`` (or bytes) to ``path`` in one step: into a temporary file of this writer's own beside it (a
+    unique name, so that two writers never share one), then renamed over ``path``. A reader sees the old file or
+    the new one, never a part."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, path.stat().st_mode & 0o777 if path.exists() else 0o644)   # mkstemp's 0600 otherwise
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with (os.fdopen(fd, "wb") if isinstance(text, bytes) else os.fdopen(fd, "w", encoding="utf-8")) as fh:
             fh.write(text)
         os.replace(tmp, path)
     except BaseException:
