@@ -123,7 +123,7 @@ def chapter_key(root: Path, name: str, parameters: dict, strict: bool = True) ->
 
 
 def answers_key(root: Path) -> str:
-    """The key under which the answer key's computed values are stored (:func:`calib_book.answers.expected_value`):
+    """The key under which the answer key's computed values are stored (``calib_book.answers.expected_value``):
     SHA-256 of the library (:func:`library_digest`, which holds the key's code), the stored results and data the
     exercises read (``book/results``, ``book/data``), the versions (:func:`versions`) and this process's CPU
     instruction-set settings (some values come from a short training run, whose float32 sums depend on them)."""
