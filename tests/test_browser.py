@@ -281,3 +281,24 @@ def test_pages_sharing_a_launch_get_their_own_audit_at_each_width(site):
     assert [r.page for r in reports] == [str(p.relative_to(site)) for p in browser.book_pages(site)]
     wide = next(r for r in reports if r.page == "wide.html")
     assert any("wider than its column" in p for p in wide.problems) and wide.overflowing[412] >= 1
+
+
+def test_the_lighter_dom_keeps_what_the_checks_read():
+    """Issue 30: the rendered checks parse the DOM without the glyphs of typeset formulas and without the token spans
+    of code (a tenth of chapter 08's nodes). A formula stays a container (typeset or not is still seen), a MathJax
+    error stays whole, code keeps its text, and nothing outside a formula or a code block changes."""
+    dom = ('<p>x <span class="math"><mjx-container class="MathJax" jax="CHTML"><mjx-math><mjx-mi><mjx-c class="c1">'
+           '</mjx-c></mjx-mi></mjx-math></mjx-container></span> and <span class="math">\\(y\\)</span></p>'
+           '<mjx-container jax="CHTML"><mjx-merror data-mjx-error="Undefined control sequence \\foo">'
+           '</mjx-merror></mjx-container>'
+           '<pre><span class="n">claim</span><span class="p">(</span>"a", passed=True)</pre><span class="x">kept</span>')
+    light = browser._lighter(dom)
+    assert '<mjx-container class="MathJax" jax="CHTML"></mjx-container>' in light and "<mjx-math" not in light
+    assert 'data-mjx-error="Undefined control sequence' in light
+    assert '<pre>claim("a", passed=True)</pre><span class="x">kept</span>' in light
+    report_full, report_light = browser.PageReport("full"), browser.PageReport("light")
+    browser._check_rendered(report_full, dom)
+    browser._check_rendered(report_light, light)
+    assert report_full.problems == report_light.problems and len(report_light.problems) == 3   # untypeset, raw TeX, error
+    assert (report_full.formulas, report_full.math_errors) == (report_light.formulas, report_light.math_errors) \
+        == (2, 1)

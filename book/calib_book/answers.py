@@ -131,13 +131,16 @@ def _value_store() -> Path | None:
     if not ((root / "calib").is_dir() and (root / "_toc.yml").is_file()):
         return None
     import shutil
+    import time
 
     from calib_book.cache import answers_key
 
     store, key = root / "_build" / "cache" / "answers", answers_key(root)
-    for earlier in store.iterdir() if store.is_dir() else ():     # the values of an earlier library: stale
-        if earlier.name != key:
-            shutil.rmtree(earlier, ignore_errors=True)
+    # The stores of other keys untouched for an hour go: an earlier library's values are stale for good. A recent
+    # one may be another process's (a chapter's kernel, whose CPU settings are pinned, has a key of its own).
+    for other in store.iterdir() if store.is_dir() else ():
+        if other.name != key and time.time() - other.stat().st_mtime > 3600:
+            shutil.rmtree(other, ignore_errors=True)
     return store / key
 
 
