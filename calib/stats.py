@@ -361,7 +361,7 @@ def _kendall(reference: np.ndarray, values: np.ndarray) -> float:
 
 
 def kendall_tau_bootstrap(reference, probs, labels, metric: Callable, n_resamples: int = 1000,
-                          level: float = 0.95, seed: int = 0) -> RankAgreement:
+                          level: float = 0.95, seed: int = 0, per_sample: Callable | None = None) -> RankAgreement:
     """Kendall's tau-b between ``reference`` (item -> a paper's value) and our values, with a bootstrap interval.
 
     Our value of an item is the mean over seeds of ``metric(probs[item][s], labels)``. Each bootstrap resample
@@ -381,7 +381,15 @@ def kendall_tau_bootstrap(reference, probs, labels, metric: Callable, n_resample
     labels : array_like
         (N,) test labels.
     metric : callable
-        ``(probs, labels) -> float``, e.g. :func:`calib.metrics.ece <calib.metrics.binned.ece>`.
+        ``(probs, labels) -> float``, e.g. :func:`calib.metrics.ece <calib.metrics.binned.ece>`; with
+        ``per_sample``, ``(statistics, labels) -> float`` of the resampled rows of ``per_sample``'s array.
+    per_sample : callable, optional
+        ``(probs, labels) -> array`` whose first axis is the N test samples: what ``metric`` reads of each sample,
+        computed once per item and seed, so that a resample takes its rows instead of those of the (N, K)
+        probabilities. For a top-label metric, the confidence and the outcome of each sample (then ``metric`` can
+        be :func:`calib.metrics.top_label_ece <calib.metrics.binned.top_label_ece>` of the two columns): the same
+        values as ``metric`` of the resampled probabilities, at a fraction of the time (chapter 11's ten tables,
+        200 resamples each: 3 s instead of 30 s).
     """
     level = _check_level(level)
     if int(n_resamples) != n_resamples or n_resamples < 100:
@@ -403,6 +411,12 @@ def kendall_tau_bootstrap(reference, probs, labels, metric: Callable, n_resample
     n_seeds, n = stacks[0].shape[:2]
     if n_seeds < 2:
         raise ValueError("probs holds 1 seed per item; a bootstrap over seeds needs at least 2.")
+    if per_sample is not None:
+        stacks = [[np.asarray(per_sample(stack[s], labels)) for s in range(n_seeds)] for stack in stacks]
+        first = stacks[0][0]
+        if first.ndim == 0 or first.shape[0] != n or any(x.shape != first.shape for st in stacks for x in st):
+            raise ValueError(f"per_sample must return, for every item and seed, an array of the same shape whose "
+                             f"first axis is the {n} test samples; got shape {first.shape} for the first.")
     ref = np.array([reference[k] for k in items], dtype=np.float64)
     full = np.array([[metric(stack[s], labels) for s in range(n_seeds)] for stack in stacks])     # items x seeds
     tau = _kendall(ref, full.mean(axis=1))

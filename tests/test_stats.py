@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 from scipy import stats as scipy_stats
+from scipy.special import softmax
 
 from calib import metrics, stats
 from calib.stats import Interval, cohens_d, combine, decide, paired_bootstrap, paired_seed_interval, seed_interval
@@ -207,6 +208,39 @@ def test_kendall_tau_bootstrap_is_bounded_and_reports_the_item_that_makes_a_reve
         stats.kendall_tau_bootstrap({"a": 1, "b": 2}, probs, labels, _first_column_mean)
     with pytest.raises(ValueError, match="same number of"):
         stats.kendall_tau_bootstrap(level_of, {**probs, "a": probs["a"][:2]}, labels, _first_column_mean)
+
+
+def test_kendall_tau_bootstrap_of_per_sample_statistics_gives_the_same_interval():
+    """Issue 30: resampling what a metric reads of each sample (a top-label metric: the confidence and the outcome;
+    the NLL: the log-probability of the label) gives exactly the tau, interval and leave-one-out taus of resampling
+    the probabilities, for the ECE, the adaptive ECE, the MCE, the error and the NLL."""
+    rng = np.random.default_rng(5)
+    n, seeds, k = 600, 3, 4
+    labels = rng.integers(0, k, n)
+    reference = {"a": 0.05, "b": 0.02, "c": 0.09, "d": 0.04}
+    probs = {item: [softmax(rng.normal(size=(n, k)) * (1 + 0.03 * i) + np.eye(k)[labels], axis=1) for _ in range(seeds)]
+             for i, item in enumerate(reference)}
+
+    def top_label(p, y):
+        return np.column_stack([p.max(axis=1), p.argmax(axis=1) == y])
+
+    cases = [(metrics.ece, top_label, lambda s, _: metrics.top_label_ece(s[:, 0], s[:, 1] > 0)),
+             (metrics.adaptive_ece, top_label,
+              lambda s, _: metrics.top_label_ece(s[:, 0], s[:, 1] > 0, binning="quantile")),
+             (metrics.mce, top_label, lambda s, _: metrics.top_label_ece(s[:, 0], s[:, 1] > 0, norm="max")),
+             (lambda p, y: 1.0 - metrics.accuracy(p, y), top_label, lambda s, _: 1.0 - s[:, 1].mean()),
+             (metrics.nll, lambda p, y: np.log(p[np.arange(len(y)), y]), lambda s, _: -s.mean())]
+    for metric, per_sample, of_samples in cases:
+        whole = stats.kendall_tau_bootstrap(reference, probs, labels, metric, n_resamples=150, seed=2)
+        fast = stats.kendall_tau_bootstrap(reference, probs, labels, of_samples, n_resamples=150, seed=2,
+                                           per_sample=per_sample)
+        assert (fast.tau, fast.interval.low, fast.interval.high) == (whole.tau, whole.interval.low,
+                                                                     whole.interval.high)
+        assert fast.leave_one_out == whole.leave_one_out
+        assert whole.interval.low < whole.interval.high          # the control: the resamples differ
+    with pytest.raises(ValueError, match="per_sample must return"):
+        stats.kendall_tau_bootstrap(reference, probs, labels, of_samples, n_resamples=100,
+                                    per_sample=lambda p, y: p.max(axis=1)[:-1])
 
 
 def test_sign_test_counts_each_unit_once_and_labels_its_sides():
