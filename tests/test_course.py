@@ -204,6 +204,31 @@ def test_the_leak_scan_finds_a_planted_leak(built, needles, tmp_path):
     assert {h.needle.source for h in leaks.scan([wheel_like], needles)[0]} == {f"ex-ch09-ifl {part.part}"}
 
 
+def test_the_scan_finds_with_one_automaton_what_a_search_per_needle_finds():
+    """Issue 30: the scan looks for its text needles with one Aho-Corasick automaton (pyahocorasick); it finds the
+    needles, and their first places, that a search for each needle finds, overlapping ones and repeated ones too."""
+    pytest.importorskip("ahocorasick")
+    needles = [leaks.Needle("key", "return _stored_focal_scores(gamma, temperature)", "answers.py"),
+               leaks.Needle("key", "_stored_focal_scores(gamma", "answers.py"),                # inside the first
+               leaks.Needle("solution", "fitted = fit_posthoc(name, z_val, y_val, loss=loss)", "10-benchmark"),
+               leaks.Needle("key", "EXERCISES[", "answers.py"),
+               leaks.Needle("key", "never in the text at all, forty characters", "answers.py"),
+               *(leaks.Needle("value", text, "ex-x answer", how) for text, how in
+                 leaks.number_forms(0.123456789, 4).items())]
+    text = ("x = EXERCISES['a']\n    return _stored_focal_scores(gamma, temperature)\nEXERCISES[\n"
+            "fitted = fit_posthoc(name, z_val, y_val, loss=loss) and 0.1234568 and 0.12345")
+    matcher = leaks._Matcher(needles, leaks.MIN_DIGITS)
+    assert matcher.automaton is not None
+    fast = leaks.scan_text("t", text, needles, matcher=matcher)
+    matcher.automaton = None                                   # the search per needle (no pyahocorasick)
+    slow = leaks.scan_text("t", text, needles, matcher=matcher)
+    assert sorted(fast, key=repr) == sorted(slow, key=repr)
+    assert {(h.needle.text, text.find(h.needle.text)) for h in fast if h.needle.kind != "value"} == {
+        (n.text, text.find(n.text)) for n in needles[:4]}
+    # 0.1234568 rounded, and its start 0.123456 truncated; 0.12345 is neither (5 digits, and not the rounding)
+    assert {h.needle.text for h in fast if h.needle.kind == "value"} == {"0.1234568", "0.123456"}
+
+
 # --- the locator ----------------------------------------------------------------------------------------------------
 
 def test_book_file_from_the_repository_a_chapter_folder_and_the_bundle(built, monkeypatch, tmp_path):

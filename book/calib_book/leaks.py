@@ -193,41 +193,72 @@ def _texts(path: Path):
     yield str(path), data.decode("utf-8", errors="replace")
 
 
-def scan_text(name: str, text: str, needles: list[Needle], min_digits: int = MIN_DIGITS) -> list[Hit]:
-    """The needles found in one text; numbers of fewer than ``min_digits`` significant digits are not compared."""
-    needles = [n for n in needles if n.number is None or _significant(n.text) >= min_digits]
-    numbers: dict[str, int] = {}
-    for match in _NUMBER.finditer(text):
-        numbers.setdefault(_normal(match.group()), match.start())
-    rounded = {n.text: n for n in needles if n.number == "rounded"}
-    truncated = {n.text: n for n in needles if n.number == "truncated"}
-    found: list[tuple[Needle, int]] = []
-    for number, at in numbers.items():
-        if number in rounded:
-            found.append((rounded[number], at))
-        mantissa = number.split("e")[0]
-        for end in range(len(mantissa), 0, -1):
-            if mantissa[:end] in truncated:
-                found.append((truncated[mantissa[:end]], at))
-                break
-    for needle in needles:
-        if needle.number is None and (at := text.find(needle.text)) >= 0:
-            found.append((needle, at))
+class _Matcher:
+    """The needles of one scan, ready to look for in many texts: the numbers by their printed form, the other texts
+    with one Aho-Corasick automaton (pyahocorasick, from the ``course`` extra: one pass over a text, where a search per
+    needle took 17 of the 22 s that a scan of the student edition took), or one search per needle without it."""
+
+    def __init__(self, needles: list[Needle], min_digits: int):
+        needles = [n for n in needles if n.number is None or _significant(n.text) >= min_digits]
+        self.rounded = {n.text: n for n in needles if n.number == "rounded"}
+        self.truncated = {n.text: n for n in needles if n.number == "truncated"}
+        self.texts = [n for n in needles if n.number is None]
+        self.automaton = None
+        try:
+            import ahocorasick
+        except ImportError:
+            return
+        if self.texts:
+            self.automaton = ahocorasick.Automaton()
+            for i, needle in enumerate(self.texts):
+                self.automaton.add_word(needle.text, i)
+            self.automaton.make_automaton()
+
+    def find(self, text: str) -> list[tuple[Needle, int]]:
+        """Each needle found in ``text``, with where it first occurs."""
+        found: list[tuple[Needle, int]] = []
+        if self.rounded or self.truncated:
+            numbers: dict[str, int] = {}
+            for match in _NUMBER.finditer(text):
+                numbers.setdefault(_normal(match.group()), match.start())
+            for number, at in numbers.items():
+                if number in self.rounded:
+                    found.append((self.rounded[number], at))
+                mantissa = number.split("e")[0]
+                for end in range(len(mantissa), 0, -1):
+                    if mantissa[:end] in self.truncated:
+                        found.append((self.truncated[mantissa[:end]], at))
+                        break
+        if self.automaton is not None:
+            first: dict[int, int] = {}
+            for end, i in self.automaton.iter(text):
+                first.setdefault(i, end - len(self.texts[i].text) + 1)
+            found += [(self.texts[i], at) for i, at in sorted(first.items())]
+        else:
+            found += [(needle, at) for needle in self.texts if (at := text.find(needle.text)) >= 0]
+        return found
+
+
+def scan_text(name: str, text: str, needles: list[Needle], min_digits: int = MIN_DIGITS,
+              matcher: _Matcher | None = None) -> list[Hit]:
+    """The needles found in one text; numbers of fewer than ``min_digits`` significant digits are not compared
+    (``matcher``: the needles already prepared for ``min_digits``, when many texts are scanned)."""
+    matcher = matcher or _Matcher(needles, min_digits)
     return [Hit(name, needle, text[max(0, at - 60): at + len(needle.text) + 60].replace("\n", " "))
-            for needle, at in found]
+            for needle, at in matcher.find(text)]
 
 
-#: Numbers in stored runs (``book/results``, hundreds of thousands of them) are compared from this many significant
-#: digits: with fewer, some training statistic equals a value by chance.
 DATA_DIGITS = 8
 
 
 def scan(paths: list[Path], needles: list[Needle]) -> tuple[list[Hit], int]:
     """Every needle found in the files (and archive members) given; returns the hits and the texts scanned."""
     hits, scanned = [], 0
+    matchers: dict[int, _Matcher] = {}
     for path in paths:
         digits = DATA_DIGITS if "results" in Path(path).parts else MIN_DIGITS
+        matcher = matchers.get(digits) or matchers.setdefault(digits, _Matcher(needles, digits))
         for name, text in _texts(Path(path)):
             scanned += 1
-            hits += scan_text(name, text, needles, digits)
+            hits += scan_text(name, text, needles, digits, matcher)
     return hits, scanned
