@@ -152,6 +152,26 @@ def test_an_expected_value_is_stored_for_the_next_process_and_recomputed_when_th
     assert repr(answers.expected_value(label, part)) == repr(first) and calls == [1, 1, 1]
 
 
+def test_the_other_valid_values_of_an_any_of_part_are_stored_too(tmp_path, monkeypatch):
+    """Issue 30: an "any-of" part's other valid values (ch07-ex-stored-focal's: the official code's ECE of a fitted
+    run, 5.5 s) are computed once and stored like the expected value: the leak scan and the course's tests, each in
+    their own process, read them."""
+    from calib_book import answers
+
+    monkeypatch.setattr(answers, "EXERCISES", dict(answers.EXERCISES))
+    monkeypatch.setattr(answers, "_VALUES", {})
+    monkeypatch.setattr(answers, "_value_store", lambda: tmp_path / "key")
+    calls = []
+    answers.register("ex-stored-any-of", "02-focal-gradient",
+                     answer=answers.Expected(lambda: 1.0, accept="any-of", alternatives=lambda: calls.append(1) or [2.0]))
+    spec = answers.EXERCISES["ex-stored-any-of"].parts["answer"]
+    assert spec.alternatives() == [2.0] and spec.alternatives() == [2.0] and calls == [1]
+    assert (tmp_path / "key" / "ex-stored-any-of.answer.alternatives.pickle").is_file()
+    monkeypatch.setattr(answers, "_VALUES", {})                     # another process, the same key: read
+    assert spec.alternatives() == [2.0] and calls == [1]
+    assert answers.accepted(spec, 1.0, 2.0) and not answers.accepted(spec, 1.0, 3.0)
+
+
 def test_the_store_of_expected_values_is_keyed_on_the_library_and_the_stored_results(tmp_path):
     from calib_book.cache import answers_key
 

@@ -7,6 +7,7 @@ solution checks its own answer against the same entry with ``check(..., strict=T
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import pickle
 from dataclasses import dataclass
@@ -103,6 +104,11 @@ def expected_value(label: str, part: str):
     stored in a checkout's ``_build/cache/answers/KEY/`` (:func:`~calib_book.cache.answers_key`: the library, the
     stored results, the versions) so that another process of the same checkout reads it instead of computing it
     again (``make test`` asks for every value in two processes; ``make course`` after it computes none)."""
+    return _computed_once(label, part, EXERCISES[label].parts[part].compute)
+
+
+def _computed_once(label: str, part: str, compute: Callable[[], Any]):
+    """``compute()``, kept for the process under ``(label, part)`` and stored as :func:`expected_value` says."""
     key = (label, part)
     if key not in _VALUES:
         stored = _stored_value_file(label, part)
@@ -112,7 +118,7 @@ def expected_value(label: str, part: str):
                 return _VALUES[key]
             except Exception:                       # noqa: BLE001 - damaged or from elsewhere: compute it again
                 pass
-        _VALUES[key] = EXERCISES[label].parts[part].compute()
+        _VALUES[key] = compute()
         if stored is not None:
             try:
                 from calib_book.claims import write_atomic
@@ -155,7 +161,11 @@ def register(label: str, chapter: str, **parts: Expected) -> Exercise:
         raise ValueError(f"register({label!r}): give at least one part, e.g. threshold=Expected(lambda: ...).")
     if label in EXERCISES:
         raise ValueError(f"exercise {label!r} is registered twice; labels are unique book-wide.")
-    exercise = Exercise(label, chapter, dict(parts))
+    # the other valid values of an "any-of" part are computed once and stored too, like the expected value
+    parts = {name: spec if spec.alternatives is None else dataclasses.replace(
+                 spec, alternatives=functools.partial(_computed_once, label, f"{name}.alternatives", spec.alternatives))
+             for name, spec in parts.items()}
+    exercise = Exercise(label, chapter, parts)
     EXERCISES[label] = exercise
     return exercise
 
