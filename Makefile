@@ -70,14 +70,22 @@ tex:
 setup: $(STAMP) data browser
 
 # The project and its dependencies go in with uv (from PyPI, into the environment), which resolves and installs
-# them in seconds where pip takes a minute; with pip when uv cannot be had. torch goes in with pip, which reads the
-# machine's pip configuration (a local wheel, constraints).
+# them in seconds where pip takes a minute; with pip when uv cannot be had or fails. torch too (3 s where pip takes
+# 21 s for the same wheel), with the local wheel folders and constraints of the machine's pip configuration
+# (UV_PIP_OPTIONS), and with pip when uv fails: pip reads that configuration itself.
+UV := $(VENV)/bin/uv
+UV_PIP_OPTIONS = $$($(PY) -m pip config list 2>/dev/null | \
+  sed -n "s/^[^.]*\.\(find-links\|constraint\)='\(.*\)'$$/\1 \2/p" | \
+  while read -r option values; do for value in $$values; do printf -- '--%s %s ' "$$option" "$$value"; done; done)
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"
-	@if $(PY) -m pip install -q uv >/dev/null 2>&1 && $(VENV)/bin/uv --version >/dev/null 2>&1; then \
-	  echo "$(VENV)/bin/uv pip install -e '.[book,course,dev]'"; \
-	  $(VENV)/bin/uv pip install -q --python $(PY) -e '.[book,course,dev]' || \
+	@$(PY) -m pip install -q uv >/dev/null 2>&1 || true
+	@$(PY) -c "import torch" 2>/dev/null || \
+	  ($(UV) --version >/dev/null 2>&1 && $(UV) pip install -q --python $(PY) $(UV_PIP_OPTIONS) "$(TORCH_SPEC)") || \
+	  $(PY) -m pip install -q "$(TORCH_SPEC)"
+	@if $(UV) --version >/dev/null 2>&1; then \
+	  echo "$(UV) pip install -e '.[book,course,dev]'"; \
+	  $(UV) pip install -q --python $(PY) -e '.[book,course,dev]' || \
 	  $(PY) -m pip install -q -e '.[book,course,dev]'; \
 	else \
 	  echo "$(PY) -m pip install -e '.[book,course,dev]'"; \
