@@ -84,6 +84,10 @@ def test_run_injects_parameters_records_claims_and_names_the_failing_cell(tiny_b
     executed = tiny_book / "_build" / "src" / "chapters" / "01-good.ipynb"
     nb = json.loads(executed.read_text())
     assert any("injected-parameters" in c["metadata"].get("tags", []) for c in nb["cells"])
+    # the failed chapter's notebook is written once, at the end, up to the failing cell and with its error
+    failed = json.loads((executed.parent / "02-bad.ipynb").read_text())
+    assert [o["ename"] for c in failed["cells"] for o in c.get("outputs", []) if o["output_type"] == "error"] \
+        == ["ClaimError"]
     lines = [json.loads(line) for line in (tiny_book / "_build" / "claims.jsonl").read_text().splitlines()]
     # a chapter that fails leaves the ledger as it was: only the successful chapter's record is there
     assert [(r["id"], r["chapter"], r["passed"]) for r in lines] == [("paper/seed", "01-good", True)]
@@ -335,6 +339,7 @@ def test_ctrl_c_to_the_runner_alone_ends_in_one_line_and_exit_130(tmp_path):
     assert not json.loads((root / "_build" / "timings.json").read_text())["01-slow"]["ok"]
     assert not list((root / "_build").glob("claims.*.running.jsonl"))
     assert not (root / "_build" / "claims.jsonl").exists()
+    assert not (root / "_build" / "src" / "chapters" / "01-slow.ipynb").exists()     # no half-executed notebook
 
 
 def test_a_parameter_out_of_range_is_refused_before_any_chapter_runs(tiny_book, monkeypatch, capsys):

@@ -371,11 +371,17 @@ def _run_chapter(root: Path, name: str, profile: str, parameters: dict | None, t
                   "PYTHONPATH": _python_path()}
     pin_cpu_kernels(kernel_env)                     # the kernel's torch: AVX2 kernels, bit-reproducible runs
     kernel_log = raw.with_suffix(".kernel.log")
+    executed = out_dir / f"{name}.ipynb"
+    # papermill writes the executed notebook once, at the end (with the failing cell's error when one fails), not
+    # twice per cell: chapter 08's 200 writes of a notebook of several MB took 5 s of this process's CPU. A run that
+    # does not end (interrupted, or its kernel died) leaves no executed notebook, not an earlier run's.
+    executed.unlink(missing_ok=True)
     start = time.perf_counter()
     error = ""
     try:
-        papermill.execute_notebook(str(raw), str(out_dir / f"{name}.ipynb"), parameters=params, kernel_name="python3",
+        papermill.execute_notebook(str(raw), str(executed), parameters=params, kernel_name="python3",
                                    cwd=str(root), progress_bar=False, log_output=False, execution_timeout=timeout,
+                                   request_save_on_cell_execute=False,
                                    kernel_manager_class=_kernel_manager_logging_to(kernel_log, kernel_env))
         if _STOP.is_set():                          # interrupted while its last cell finished: not a whole run
             raise KeyboardInterrupt
@@ -726,8 +732,8 @@ def _build_book(root: Path, strict: bool, student: bool, with_student: bool = Fa
     if failed:
         plural = len(failed) > 1
         raise ChapterError(f"chapter{'s' if plural else ''} {', '.join(failed)} ha{'ve' if plural else 's'} "
-                           f"no successful run (its notebook is partial and its claims would be missing from the "
-                           f"ledger); fix and run `calib book run --only {failed[0]}`, then build.")
+                           f"no successful run (its notebook is partial or missing, and its claims would be missing from "
+                           f"the ledger); fix and run `calib book run --only {failed[0]}`, then build.")
     _stage_static(root, src)
     records = claims_module.read_ledger(build / "claims.jsonl")
     _write_if_changed(src / "book" / "claims.md", ledger_page(records, names))
