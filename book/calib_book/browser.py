@@ -215,7 +215,7 @@ AUDIT_SCRIPT = """<script>
     if (page > view + 1) { found.unshift("the page pans sideways (" + page + " px in a " + view + " px window)"); }
     return found;
   }
-  function audit(withDom) {
+  function audit() {
     var html = document.documentElement, result = {width: window.innerWidth, overflow: overflow(), contrast: {}};
     result.errors = (window.__calibErrors || []).slice();          // the page's own, before the theme is switched
     var theme = html.getAttribute("data-theme");
@@ -224,46 +224,31 @@ AUDIT_SCRIPT = """<script>
       result.contrast[t] = claimContrast();
     });
     if (theme === null) { html.removeAttribute("data-theme"); } else { html.setAttribute("data-theme", theme); }
-    if (withDom) { result.dom = "<!DOCTYPE html>" + html.outerHTML; }
+    if (!/[?&]calib-dom=0/.test(location.search)) { result.dom = "<!DOCTYPE html>" + html.outerHTML; }
     window.parent.postMessage(JSON.stringify(result), "*");
   }
-  // the frame around the page asks again, with the DOM or not, once it has widened the frame to the next width
-  window.addEventListener("message", function (e) {
-    if (e.source === window.parent && e.data && e.data.calibAudit) { setTimeout(function () { audit(e.data.dom); }, 300); }
-  });
   window.addEventListener("load", function () {
     var typeset = window.MathJax && window.MathJax.startup && window.MathJax.startup.promise;
-    var withDom = !/[?&]calib-dom=0/.test(location.search);
-    (typeset || Promise.resolve()).then(function () { setTimeout(function () { audit(withDom); }, 300); });
+    (typeset || Promise.resolve()).then(function () { setTimeout(audit, 300); });
   });
 })();
 </script>"""
 
 
-#: The page that holds the audited pages in frames side by side, one per page (``AUDIT_FRAME_ONE``; headless
-#: Chromium will not make its window narrower than 500 px), each first as wide as the narrowest width. It writes
-#: what the i-th frame's audit posts at width w into <textarea id="calib-audit-i-w">, then widens that frame to the
-#: next width and asks its page to audit again (with the DOM at the widest). One Chromium launch audits several
-#: pages at every width, each page loaded and typeset once.
+#: The page that holds the audited pages in frames side by side, one per page and width (``AUDIT_FRAME_ONE``; headless
+#: Chromium will not make its window narrower than 500 px), and writes what the i-th frame's audit posts into
+#: <textarea id="calib-audit-{{i}}">. One Chromium launch audits several pages at every width.
 AUDIT_FRAME = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body style="margin:0;white-space:nowrap">
 {frames}
-<script>var widths = {widths};
-window.addEventListener("message", function (e) {{
+<script>window.addEventListener("message", function (e) {{
   var frames = document.getElementsByTagName("iframe");
   for (var i = 0; i < frames.length; i++) {{
     if (frames[i].contentWindow !== e.source) {{ continue; }}
-    var width;
-    try {{ width = JSON.parse(e.data).width; }} catch (err) {{ continue; }}     // not an audit: the page's own
-    var next = widths.indexOf(width) + 1;
-    var out = document.createElement("textarea"); out.id = "calib-audit-" + i + "-" + width; out.textContent = e.data;
+    var out = document.createElement("textarea"); out.id = "calib-audit-" + i; out.textContent = e.data;
     document.body.appendChild(out);
-    if (next > 0 && next < widths.length) {{
-      frames[i].style.width = widths[next] + "px";
-      e.source.postMessage({{calibAudit: true, dom: next === widths.length - 1}}, "*");
-    }}
   }}
 }});</script></body></html>"""
-#: One frame of ``AUDIT_FRAME``: a page ``{width}`` px wide.
+#: One frame of ``AUDIT_FRAME``: a page exactly ``{width}`` px wide.
 AUDIT_FRAME_ONE = '<iframe src="{src}" style="border:0;width:{width}px;height:1800px;vertical-align:top"></iframe>'
 
 
@@ -279,14 +264,9 @@ def audit_pages(pages, chromium: str, widths=WIDTHS, budget_ms: int = 20000) -> 
     ``widths``, in one Chromium launch; ``dom`` only at the widest width (None at the others).
 
     Each page is copied beside itself with the two scripts added (so that its relative links still resolve),
-    all are shown in one frame per page (``AUDIT_FRAME``), and the copies removed. A page loads at the narrowest
-    width, as a phone opens it, and is audited there; its frame is then widened to each wider width in turn, as a
-    desktop window is resized, and the page audited again. The browser lays the page out again at each width (its
-    style sheets' media queries and the theme's resize handlers), and MathJax's typesetting does not depend on the
-    width, so the page is loaded and typeset once, not once per width (a third of the check's time on the built
-    book; ``tests/test_browser.py`` checks that a page audited after a resize reports what a page loaded at that
-    width does). Launching Chromium costs about as much as rendering a short page, so pages share launches."""
-    pages, widths = [Path(p) for p in pages], tuple(sorted(set(widths)))
+    all are shown in one frame per page and width (``AUDIT_FRAME``), and the copies removed. Launching Chromium
+    costs about as much as rendering a short page, so pages and widths share launches."""
+    pages, widths = [Path(p) for p in pages], tuple(widths)
     copies = []
     try:
         for page in pages:
@@ -297,29 +277,29 @@ def audit_pages(pages, chromium: str, widths=WIDTHS, budget_ms: int = 20000) -> 
             body_end = body_end if body_end >= 0 else len(source)
             copies.append(_write_beside(page, source[:at] + ERROR_RECORDER + source[at:body_end] + AUDIT_SCRIPT
                                         + source[body_end:]))
-        # the DOM comes back at the widest width only (the checks of the rendered page read it there)
-        frames = "\n".join(AUDIT_FRAME_ONE.format(src=copy.resolve().as_uri() + ("" if len(widths) == 1 else
-                                                                                  "?calib-dom=0"), width=widths[0])
-                           for copy in copies)
-        copies.append(_write_beside(pages[0], AUDIT_FRAME.format(frames=frames, widths=json.dumps(list(widths)))))
-        frame = rendered_dom(copies[-1], chromium, width=len(pages) * widths[-1] + 40, budget_ms=budget_ms)
+        shown = [(page, copy, width) for page, copy in zip(pages, copies) for width in widths]
+        # the DOM comes back from the widest frame only (the checks of the rendered page read it there)
+        frames = "\n".join(AUDIT_FRAME_ONE.format(src=copy.resolve().as_uri() + ("" if width == max(widths) else
+                                                                                  "?calib-dom=0"), width=width)
+                           for _, copy, width in shown)
+        copies.append(_write_beside(pages[0], AUDIT_FRAME.format(frames=frames)))
+        frame = rendered_dom(copies[-1], chromium, width=len(pages) * sum(widths) + 40, budget_ms=budget_ms)
     finally:
         for copy in copies:
             copy.unlink(missing_ok=True)
-    posted = {(int(m.group(1)), int(m.group(2))): m.group(3) for m in _AUDIT_TEXTAREA.finditer(frame)}
+    posted = {int(m.group(1)): m.group(2) for m in _AUDIT_TEXTAREA.finditer(frame)}
     results = {}
-    for i, page in enumerate(pages):
-        for width in widths:
-            if (i, width) not in posted:
-                raise RuntimeError(f"the audit of {page} at {width} px did not finish within {budget_ms} ms of "
-                                   f"virtual time")
-            audit = json.loads(html_module.unescape(posted[i, width]))
-            results[page, width] = (audit.pop("dom", None), audit)
+    for i, (page, _, width) in enumerate(shown):
+        if i not in posted:
+            raise RuntimeError(f"the audit of {page} at {width} px did not finish within {budget_ms} ms of virtual "
+                               f"time")
+        audit = json.loads(html_module.unescape(posted[i]))
+        results[page, width] = (audit.pop("dom", None), audit)
     return results
 
 
 #: What the i-th frame's audit posted, as Chromium serialises it in the frame page's DOM (a textarea's text).
-_AUDIT_TEXTAREA = re.compile(r'<textarea id="calib-audit-(\d+)-(\d+)">(.*?)</textarea>', re.S)
+_AUDIT_TEXTAREA = re.compile(r'<textarea id="calib-audit-(\d+)">(.*?)</textarea>', re.S)
 
 
 def _write_beside(page: Path, text: str) -> Path:
