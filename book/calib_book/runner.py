@@ -60,12 +60,15 @@ that chapters share for presentation (glue, tables, number text) are in :mod:`ca
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import math
 import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -600,7 +603,7 @@ def run_book(root: Path, profile: str = "quick", only: list[str] | None = None, 
     for name in names:                              # every check before the first chapter runs
         check_parameters(name, declared[name], {"profile": profile, **{k: v for k, v in (parameters or {}).items()
                                                                         if k in declared[name]}})
-    with BuildLock(root):
+    with BuildLock(root), _quiet_when_interrupted():
         if not only:
             (build_dir(root) / "claims.jsonl").unlink(missing_ok=True)
         _stage_static(root, build_dir(root) / "src")
@@ -610,6 +613,30 @@ def run_book(root: Path, profile: str = "quick", only: list[str] | None = None, 
     if any(not run.ok for run in runs):
         raise ChapterError("; ".join(run.error for run in runs if not run.ok))
     return runs
+
+
+@contextlib.contextmanager
+def _quiet_when_interrupted():
+    """While chapters run in the main thread: a Ctrl-C first silences logging, then interrupts as Python does.
+    The kernels stopped because of it make papermill and nbclient log "Kernel died while waiting for execute
+    reply." and asyncio "Task exception was never retrieved" with a traceback, before and after the runner could
+    catch the KeyboardInterrupt (which of them depends on timing, e.g. under a loaded CPU); the interrupted run
+    ends in the one line that ``calib book run`` prints."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def interrupted(signum, frame):
+        logging.disable(logging.CRITICAL)               # the process ends with the run; nothing else logs after
+        _STOP.set()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _order_ledger(path: Path, names: list[str]) -> None:
