@@ -573,8 +573,12 @@ def test_chapters_executed_two_at_once_overlap_and_keep_the_ledger_in_toc_order(
     kernel with its own ledger and chapter name, and writes the ledger in the order of _toc.yml, the same records
     as one at a time."""
     root, names = _parallel_book(tmp_path / "book")
+    here = Path.cwd()
     runs = runner.run_book(root, jobs=2)
     assert [r.name for r in runs] == names and all(r.ok and r.claims == 2 for r in runs)
+    # every kernel ran in the book's folder, and this process stays in its own (papermill's cwd= chdir'ed the whole
+    # process while a kernel started: two chapters starting at once undid it for each other)
+    assert Path.cwd() == here and not list(here.glob("span-*")) and not list(here.glob("started-*"))
     spans = [tuple(map(float, (root / f"span-{i}").read_text().split())) for i in range(1, 4)]
     overlapping = sum(1 for i in range(3) for j in range(i + 1, 3)
                       if spans[i][0] < spans[j][1] and spans[j][0] < spans[i][1])

@@ -382,10 +382,14 @@ def _run_chapter(root: Path, name: str, profile: str, parameters: dict | None, t
     start = time.perf_counter()
     error = ""
     try:
+        # the kernel starts in the book's root: its launch is given the folder (papermill's cwd= changes this whole
+        # process's working directory while it starts the kernel, which two chapters starting at once undo for each
+        # other: a kernel then ran in the test process's folder, and that process was left in the book's)
         papermill.execute_notebook(str(raw), str(executed), parameters=params, kernel_name="python3",
-                                   cwd=str(root), progress_bar=False, log_output=False, execution_timeout=timeout,
+                                   progress_bar=False, log_output=False, execution_timeout=timeout,
                                    request_save_on_cell_execute=False,
-                                   kernel_manager_class=_kernel_manager_logging_to(kernel_log, kernel_env))
+                                   kernel_manager_class=_kernel_manager_logging_to(kernel_log, kernel_env,
+                                                                                   Path(root).resolve()))
         if _STOP.is_set():                          # interrupted while its last cell finished: not a whole run
             raise KeyboardInterrupt
     except PapermillExecutionError as exc:
@@ -416,9 +420,10 @@ def _run_chapter(root: Path, name: str, profile: str, parameters: dict | None, t
     return result
 
 
-def _kernel_manager_logging_to(log: Path, env: dict):
-    """The kernel manager class for papermill whose kernel gets the environment ``env`` and writes its own log (its
-    stderr) to ``log`` instead of the terminal: an interrupted run then ends in one line, not in the kernel's
+def _kernel_manager_logging_to(log: Path, env: dict, cwd: Path):
+    """The kernel manager class for papermill whose kernel starts in ``cwd`` with the environment ``env`` and writes
+    its own log (its stderr) to ``log`` instead of the terminal: an interrupted run then ends in one line, not in the
+    kernel's
     traceback of a closed socket. The kernel's process is in ``_KERNELS`` while it runs, so that an interrupted
     run can stop the kernels of the chapters executing beside the one that got the Ctrl-C."""
     from jupyter_client.manager import AsyncKernelManager
@@ -426,7 +431,7 @@ def _kernel_manager_logging_to(log: Path, env: dict):
     class KernelManagerLoggingToFile(AsyncKernelManager):
         async def _async_launch_kernel(self, kernel_cmd, **kw):
             with open(log, "wb") as stderr:         # the kernel holds its own copy of the file once launched
-                await super()._async_launch_kernel(kernel_cmd, **{**kw, "stderr": stderr,
+                await super()._async_launch_kernel(kernel_cmd, **{**kw, "stderr": stderr, "cwd": str(cwd),
                                                                   "env": {**kw.get("env", {}), **env}})
             process = getattr(self.provisioner, "process", None)
             if process is not None:
