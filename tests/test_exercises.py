@@ -163,7 +163,8 @@ def test_the_other_valid_values_of_an_any_of_part_are_stored_too(tmp_path, monke
     monkeypatch.setattr(answers, "_value_store", lambda: tmp_path / "key")
     calls = []
     answers.register("ex-stored-any-of", "02-focal-gradient",
-                     answer=answers.Expected(lambda: 1.0, accept="any-of", alternatives=lambda: calls.append(1) or [2.0]))
+                     answer=answers.Expected(lambda: 1.0, accept="any-of",
+                                             alternatives=lambda: calls.append(1) or [2.0]))
     spec = answers.EXERCISES["ex-stored-any-of"].parts["answer"]
     assert spec.alternatives() == [2.0] and spec.alternatives() == [2.0] and calls == [1]
     assert (tmp_path / "key" / "ex-stored-any-of.answer.alternatives.pickle").is_file()

@@ -423,8 +423,7 @@ def _run_chapter(root: Path, name: str, profile: str, parameters: dict | None, t
 def _kernel_manager_logging_to(log: Path, env: dict, cwd: Path):
     """The kernel manager class for papermill whose kernel starts in ``cwd`` with the environment ``env`` and writes
     its own log (its stderr) to ``log`` instead of the terminal: an interrupted run then ends in one line, not in the
-    kernel's
-    traceback of a closed socket. The kernel's process is in ``_KERNELS`` while it runs, so that an interrupted
+    kernel's traceback of a closed socket. The kernel's process is in ``_KERNELS`` while it runs, so that an interrupted
     run can stop the kernels of the chapters executing beside the one that got the Ctrl-C."""
     from jupyter_client.manager import AsyncKernelManager
 
@@ -764,8 +763,8 @@ def _build_book(root: Path, strict: bool, student: bool, with_student: bool = Fa
     if failed:
         plural = len(failed) > 1
         raise ChapterError(f"chapter{'s' if plural else ''} {', '.join(failed)} ha{'ve' if plural else 's'} "
-                           f"no successful run (its notebook is partial or missing, and its claims would be missing from "
-                           f"the ledger); fix and run `calib book run --only {failed[0]}`, then build.")
+                           f"no successful run (its notebook is partial or missing, and its claims would be missing "
+                           f"from the ledger); fix and run `calib book run --only {failed[0]}`, then build.")
     _stage_static(root, src)
     records = claims_module.read_ledger(build / "claims.jsonl")
     _write_if_changed(src / "book" / "claims.md", ledger_page(records, names))
