@@ -201,6 +201,9 @@ WIDE_TABLE = '<div style="overflow-x:auto"><table><tr><td style="min-width:900px
     ('<div style="width:900px">a line of text too long</div>', "wider than its column"),
     (WIDE_TABLE, "scrolls sideways with no cue"),
     ('<pre style="overflow-x:hidden">' + "x" * 300 + "</pre>", "is cut"),
+    # a formula is measured by its own boxes, not its glyphs (which the audit skips)
+    ('<mjx-container style="display:block"><mjx-math style="display:inline-block;width:900px"><mjx-c>x</mjx-c>'
+     "</mjx-math></mjx-container>", "mjx-math 'x' is wider than its column"),
 ])
 def test_content_wider_than_its_column_is_reported(site, body, expected):
     report = audited(site, body)
@@ -213,6 +216,27 @@ def test_a_scroll_box_with_the_book_s_cue_passes(site):
     head = LAYOUT_HEAD + f"<script>{(STATIC / 'scroll-cue.js').read_text()}</script><style>{(STATIC / 'claims.css').read_text()}</style>"
     report = audited(site, WIDE_TABLE, head=head)
     assert report.ok, report.problems
+
+
+@needs_chromium
+def test_a_page_made_narrower_after_it_loads_runs_its_resize_handlers(site):
+    """Issue 30: audit_pages loads a page once, at the widest width, and then makes its frame narrower. A box that
+    scrolls only at 412 px gets its cue there from scroll-cue.js's resize handler, as in a window a reader narrows;
+    without scroll-cue.js the same box is reported at 412 px and not at 1280 px."""
+    fluid = "<style>body{margin:0} article{margin:0 26px}</style>"
+    cue = f"<script>{(STATIC / 'scroll-cue.js').read_text()}</script><style>{(STATIC / 'claims.css').read_text()}</style>"
+    table = '<div style="overflow-x:auto"><table><tr><td style="min-width:600px">wide</td></tr></table></div>'
+    path = site / "narrowed.html"
+    for head, cued in ((fluid, False), (fluid + cue, True)):
+        path.write_text(page(f"<article>{table}</article>", head))
+        audits = browser.audit_pages([path], browser.find_chromium(), budget_ms=3000)
+        assert [audits[path, w][1]["width"] for w in browser.WIDTHS] == list(browser.WIDTHS)
+        assert audits[path, 1280][1]["overflow"] == []
+        narrow = audits[path, 412][1]["overflow"]
+        if cued:
+            assert narrow == [], narrow
+        else:
+            assert len(narrow) == 1 and "scrolls sideways with no cue" in narrow[0] and "in 360 px" in narrow[0], narrow
 
 
 @needs_chromium
