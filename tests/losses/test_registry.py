@@ -286,15 +286,3 @@ def test_every_loss_refuses_non_finite_logits_by_name(case, match):
     masked = logits.clone()
     masked[2, (targets[2] + 1) % 4] = -float("inf")                   # one masked class in a row stays allowed
     assert torch.isfinite(get_loss("ce")(masked, targets))
-
-
-def test_import_under_python_OO():
-    """Issue 24, item 28: ``python -OO -c "import calib.losses"`` raised TypeError (a docstring appended to)."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, "-OO", "-c", "import calib.losses as L; print(L.get_loss('fl-3').gamma)"],
-                          cwd=root, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0 and done.stdout.strip() == "3.0", done.stderr
