@@ -1067,3 +1067,32 @@ def test_top_label_ece_is_ece_of_the_top_label():
         assert metrics.top_label_ece(p.max(1), p.argmax(1) == y, binning=binning) == metrics.ece(p, y, binning=binning)
     with pytest.raises(ValueError, match="conf must be"):
         metrics.top_label_ece([1.5], [True])
+
+
+def test_per_sample_statistics_give_the_metrics_exactly():
+    """Issue 30: what a metric reads of each sample (chapter 11's bootstrap resamples these): the top-label
+    confidence and outcome give the ECE, AdaECE, MCE and error; the log-probability of the label gives the NLL; the
+    same checks as the metrics, float32 kept without a float64 copy of the probabilities."""
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 5, 400)
+    probs = softmax(rng.normal(size=(400, 5)) * 2 + 2 * np.eye(5)[labels], axis=1)
+    probs[0] = [0.4, 0.4, 0.1, 0.05, 0.05]                                  # a tie: the first maximum, as np.argmax
+    import torch
+
+    for p in (probs, probs.astype(np.float32), torch.as_tensor(probs)):
+        s = metrics.top_label_outcomes(p, labels)
+        assert s.dtype == np.float64 and s.shape == (400, 2) and set(np.unique(s[:, 1])) <= {0.0, 1.0}
+        assert s[0, 1] == float(labels[0] == 0)
+        conf, correct = s[:, 0], s[:, 1] > 0
+        assert metrics.ece(p, labels) == metrics.top_label_ece(conf, correct)
+        assert metrics.adaptive_ece(p, labels) == metrics.top_label_ece(conf, correct, binning="quantile")
+        assert metrics.mce(p, labels) == metrics.top_label_ece(conf, correct, norm="max")
+        assert 1.0 - metrics.accuracy(p, labels) == pytest.approx(1.0 - correct.mean(), abs=1e-15)
+        log_p = metrics.label_log_probability(p, labels)
+        assert log_p.dtype == np.float64 and log_p.shape == (400,) and -log_p.mean() == metrics.nll(p, labels)
+    zero = probs.copy()
+    zero[7] = np.eye(5)[(labels[7] + 1) % 5]
+    with pytest.raises(ValueError, match="probability 0 to the true class of 1 sample"):
+        metrics.label_log_probability(zero, labels)
+    with pytest.raises(ValueError, match="labels"):
+        metrics.top_label_outcomes(probs, labels[:-1])

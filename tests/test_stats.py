@@ -221,15 +221,13 @@ def test_kendall_tau_bootstrap_of_per_sample_statistics_gives_the_same_interval(
     probs = {item: [softmax(rng.normal(size=(n, k)) * (1 + 0.03 * i) + np.eye(k)[labels], axis=1) for _ in range(seeds)]
              for i, item in enumerate(reference)}
 
-    def top_label(p, y):
-        return np.column_stack([p.max(axis=1), p.argmax(axis=1) == y])
-
+    top_label = metrics.top_label_outcomes
     cases = [(metrics.ece, top_label, lambda s, _: metrics.top_label_ece(s[:, 0], s[:, 1] > 0)),
              (metrics.adaptive_ece, top_label,
               lambda s, _: metrics.top_label_ece(s[:, 0], s[:, 1] > 0, binning="quantile")),
              (metrics.mce, top_label, lambda s, _: metrics.top_label_ece(s[:, 0], s[:, 1] > 0, norm="max")),
              (lambda p, y: 1.0 - metrics.accuracy(p, y), top_label, lambda s, _: 1.0 - s[:, 1].mean()),
-             (metrics.nll, lambda p, y: np.log(p[np.arange(len(y)), y]), lambda s, _: -s.mean())]
+             (metrics.nll, metrics.label_log_probability, lambda s, _: -s.mean())]
     for metric, per_sample, of_samples in cases:
         whole = stats.kendall_tau_bootstrap(reference, probs, labels, metric, n_resamples=150, seed=2)
         fast = stats.kendall_tau_bootstrap(reference, probs, labels, of_samples, n_resamples=150, seed=2,

@@ -29,11 +29,12 @@ from calib.metrics._binning import bin_top_label as _bin_top_label
 from calib.metrics._binning import uniform_bin as _uniform_bin
 from calib.metrics._binning import uniform_edges as _uniform_edges
 from calib.metrics.binned import (Reliability, adaptive_ece, adaptive_ece_torrvision, classwise_ece, ece,
-                                  equal_mass_ece_rows, mce, reliability, top_label_ece)
+                                  equal_mass_ece_rows, mce, reliability, top_label_ece,
+                                  top_label_outcomes)
 from calib.metrics.registry import REGISTRY, MetricSpec, get_metric, metric_names
 from calib.metrics.risk_coverage import (CSFS, RiskCoverage, aurc, confidence_range, confidence_score,
                                          risk_coverage_curve)
-from calib.metrics.scores import accuracy, brier, ks_error, mean_confidence, nll
+from calib.metrics.scores import accuracy, brier, ks_error, label_log_probability, mean_confidence, nll
 from calib.metrics.streaming import (StreamingAccuracy, StreamingAURC, StreamingBrier, StreamingClasswiseECE,
                                      StreamingECE, StreamingMetric, StreamingNLL)
 
@@ -62,6 +63,8 @@ __all__ = [
     "get_metric",
     "ks_error",
     "top_label_ece",
+    "top_label_outcomes",
+    "label_log_probability",
     "mce",
     "mean_confidence",
     "metric_names",

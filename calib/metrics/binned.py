@@ -41,7 +41,7 @@ from calib.metrics import _binning  # BLOCK_ELEMENTS is read at call time (the t
 from calib.metrics._binning import (NORMS, bin_top_label, binned_error, check_binning_args,
                                     quantile_sizes, sorted_rows_tie_mean, uniform_bin, uniform_edges)
 
-__all__ = ["ece", "top_label_ece", "adaptive_ece", "adaptive_ece_torrvision", "mce", "classwise_ece",
+__all__ = ["ece", "top_label_ece", "top_label_outcomes", "adaptive_ece", "adaptive_ece_torrvision", "mce", "classwise_ece",
            "Reliability", "reliability"]
 
 
@@ -164,6 +164,19 @@ def top_label_ece(conf, correct, n_bins: int = 15, binning: str = "uniform", nor
         check_length(correct, conf.shape[0], "correct", of="confidences")
         conf = conf + 0.0  # -0.0 -> +0.0
     return binned_error(bin_top_label(conf, correct, n_bins, binning), norm, estimator)
+
+
+def top_label_outcomes(probs, labels) -> np.ndarray:
+    """What every top-label metric reads of each sample: an (N, 2) float64 array of the top-label confidence and
+    the outcome (1.0 when the top class is the label; the first maximum on ties, as :func:`ece`).
+
+    ``ece(probs, labels, ...)`` is ``top_label_ece(s[:, 0], s[:, 1] > 0, ...)`` of ``s = top_label_outcomes(probs,
+    labels)``, and so are the AdaECE and the MCE with their binning and norm; the error is ``1 - s[:, 1].mean()``.
+    A bootstrap over test samples resamples these rows instead of the (N, K) probabilities
+    (:func:`calib.stats.kendall_tau_bootstrap`'s ``per_sample``; chapter 11).
+    """
+    _, y, pred, conf = as_probs_labels_top(probs, labels, dtype=None)
+    return np.column_stack([conf, pred == y]).astype(np.float64)
 
 
 def adaptive_ece(probs, labels, n_bins: int = 15) -> float:

@@ -10,7 +10,7 @@ from calib._validate import as_probs_labels_top, as_probs_top
 from calib.metrics import _binning  # BLOCK_ELEMENTS is read at call time (the tests shrink it)
 from calib.metrics._binning import sorted_pairs
 
-__all__ = ["nll", "brier", "mean_confidence", "accuracy", "ks_error"]
+__all__ = ["nll", "label_log_probability", "brier", "mean_confidence", "accuracy", "ks_error"]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -38,6 +38,21 @@ def nll(probs, labels) -> float:
         softmax that underflowed: compute the probabilities in float64, compute the NLL from the logits
         with a log-softmax, or clip explicitly if a finite penalty is what you want.
     """
+    return float(-np.mean(label_log_probability(probs, labels)))
+
+
+def label_log_probability(probs, labels) -> np.ndarray:
+    r"""Each sample's log-probability of its label, :math:`\log p_{i, y_i}`: a float64 array (N,) whose mean is
+    minus :func:`nll`.
+
+    What the NLL reads of each sample: a bootstrap over test samples resamples these values instead of the (N, K)
+    probabilities (:func:`calib.stats.kendall_tau_bootstrap`'s ``per_sample``; chapter 11).
+
+    Raises
+    ------
+    ValueError
+        If a true class has probability exactly 0 (its log is -inf), with the fixes :func:`nll` gives.
+    """
     p, y, _, _ = as_probs_labels_top(probs, labels, dtype=None)
     py = p[np.arange(p.shape[0]), y].astype(np.float64)
     zero = np.flatnonzero(py == 0)
@@ -49,7 +64,7 @@ def nll(probs, labels) -> float:
             f"scipy.special.softmax(logits.astype(np.float64), axis=1)), compute the NLL from the logits with "
             f"a log-softmax, or clip explicitly (np.clip(probs, eps, 1)) if a finite penalty is what you want."
         )
-    return float(-np.mean(np.log(py)))
+    return np.log(py)
 
 
 def brier(probs, labels) -> float:
