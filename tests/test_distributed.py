@@ -71,16 +71,32 @@ def test_a_batch_that_leaves_a_rank_without_rows_is_refused(tiny_fashion, tmp_pa
         trainer._check_shares(1537)
 
 
-def test_two_gloo_ranks_give_the_logits_of_one_process(tiny_fashion, tmp_path):
+def test_two_gloo_ranks_give_the_logits_of_one_process(tiny_fashion, tmp_path, monkeypatch, capsys):
+    """2 gloo ranks train the logits of one process. The 2-rank run is launched, as it is, by the torchrun line that
+    `calib sweep --list --nproc-per-node 2` prints for a grid of that one run (issue 30, item 2); launched again,
+    it finds the run finished, and with another learning rate rank 0's refusal reaches both ranks."""
+    from calib import cli
+
     one = train(out=tmp_path / "one", progress=False, **TINY)
-    out = tmp_path / "two"
-    proc = subprocess.run([*_torchrun(), *_args(TINY, out)], env=_env(), cwd=str(tmp_path), capture_output=True,
-                          text=True, timeout=300)
+    grid = tmp_path / "grid.toml"
+    grid.write_text(f'seeds = [{TINY["seed"]}]\nmodels = ["{TINY["model"]}"]\nlosses = ["{TINY["loss"]}"]\n\n[train]\n'
+                    + "".join(f"{k} = {v!r}\n".replace("'", '"') for k, v in TINY.items()
+                              if k not in ("seed", "model", "loss")) + 'device = "cpu"\n')
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["sweep", str(grid), "--list", "--nproc-per-node", "2"]) == 0
+    (line,) = capsys.readouterr().out.strip().splitlines()
+    argv = shlex.split(line)
+    assert argv[:6] == ["torchrun", "--standalone", "--nproc_per_node", "2", "-m", "calib"]
+    command = [sys.executable, "-m", "torch.distributed.run", *argv[1:]]
+    proc = subprocess.run(command, env=_env(), cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("calib: run in") == 1                 # rank 0 reports, once
+    out = tmp_path / TINY["model"] / TINY["loss"] / f"seed{TINY['seed']}"
     two = load_run(out)
     assert two.finished and two.meta["world_size"] == 2 and one.meta["world_size"] == 1
+    assert two.meta["epochs_done"] == TINY["epochs"]
     assert not (out / ".calib-train.lock").exists()
+    assert not (out / "checkpoint.pt").exists()                      # the grid's discard, applied by rank 0
     a, b = one.logits(), two.logits()
     for split in ("val", "test"):
         np.testing.assert_array_equal(a[f"{split}_labels"], b[f"{split}_labels"])
@@ -88,38 +104,16 @@ def test_two_gloo_ranks_give_the_logits_of_one_process(tiny_fashion, tmp_path):
         assert 0 <= diff <= LOGIT_TOLERANCE, diff
         assert np.abs(a[f"{split}_logits"]).max() > 1                # the network has moved away from its start
     np.testing.assert_allclose(two.series("train_loss"), one.series("train_loss"), rtol=1e-5)
-    # the same directory again: rank 0 finds the run finished and no rank trains
-    again = subprocess.run([*_torchrun(), *_args(TINY, out)], env=_env(), cwd=str(tmp_path), capture_output=True,
-                           text=True, timeout=300)
+    # the same line again: rank 0 finds the run finished and no rank trains
+    again = subprocess.run(command, env=_env(), cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and json.loads((out / "meta.json").read_text())["written"] == two.meta["written"]
     # another config there: rank 0's RunConfigError reaches both ranks, and the run is left alone
-    other = subprocess.run([*_torchrun(), *_args({**TINY, "lr": 0.1}, out)], env=_env(), cwd=str(tmp_path),
+    lr = command.index("--lr") + 1
+    other = subprocess.run([*command[:lr], "0.1", *command[lr + 1:]], env=_env(), cwd=str(tmp_path),
                            capture_output=True, text=True, timeout=300)
     assert other.returncode != 0
     assert other.stderr.count("holds a run of another configuration (lr: 0.3 there, 0.1 here)") == 2, \
         other.stderr[-3000:]
-
-
-def test_a_command_of_calib_sweep_list_trains_its_run_on_two_gloo_ranks(tiny_fashion, tmp_path, monkeypatch,
-                                                                        capsys):
-    """Issue 30, item 2: the torchrun line that `calib sweep --list --nproc-per-node 2` prints runs as it is."""
-    from calib import cli
-
-    grid = tmp_path / "grid.toml"
-    grid.write_text('seeds = [3]\nmodels = ["mlp"]\nlosses = ["fl-3"]\n\n[train]\ndata = "fashion-mnist"\n'
-                    'epochs = 1\nbatch_size = 64\nlr = 0.3\ntrain_subset = 512\nval_subset = 64\n'
-                    'test_subset = 128\ndevice = "cpu"\n')
-    monkeypatch.chdir(tmp_path)
-    assert cli.main(["sweep", str(grid), "--list", "--nproc-per-node", "2"]) == 0
-    (line,) = capsys.readouterr().out.strip().splitlines()
-    argv = shlex.split(line)
-    assert argv[:6] == ["torchrun", "--standalone", "--nproc_per_node", "2", "-m", "calib"]
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", *argv[1:]], env=_env(),
-                          cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    run = load_run(tmp_path / "mlp" / "fl-3" / "seed3")
-    assert run.finished and run.meta["world_size"] == 2 and run.meta["epochs_done"] == 1
-    assert not (run.out / "checkpoint.pt").exists()                  # the grid's discard, applied by rank 0
 
 
 def test_a_killed_two_rank_run_resumes_and_finishes(tiny_fashion, tmp_path):
