@@ -70,12 +70,12 @@ tex:
 setup: $(STAMP) data browser
 
 # The project and its dependencies go in with uv (from PyPI, into the environment), which resolves and installs
-# them in seconds where pip takes a minute; with pip when uv cannot be had or fails. torch too (3 s where pip takes
-# 21 s for the same wheel), with the local wheel folders and constraints of the machine's pip configuration
-# (UV_PIP_OPTIONS), and with pip when uv fails: pip reads that configuration itself. uv compiles every module to
-# bytecode as it installs, as pip does (--compile-bytecode): otherwise each process that imports a module compiles it
-# again wherever Python may not write bytecode (PYTHONDONTWRITEBYTECODE), and every kernel, rank and subprocess of
-# `make test` paid for it (import torch 3.7 s instead of 1.4 s; cold `make test` 600 s instead of ...).
+# them in half a minute where pip takes one and a half; with pip when uv cannot be had or fails. torch too, with the
+# local wheel folders and constraints of the machine's pip configuration (UV_PIP_OPTIONS), and with pip when uv
+# fails: pip reads that configuration itself. uv compiles every module to bytecode as it installs, as pip does
+# (--compile-bytecode): without it, each process that imports a module compiles it again wherever Python may not
+# write bytecode (PYTHONDONTWRITEBYTECODE), and every kernel, rank and subprocess of `make test` paid for it
+# (import torch 3.7 s instead of 1.4 s; in a fresh clone, `make test`'s tests took 600 s instead of 458 s).
 UV := $(VENV)/bin/uv
 UV_PIP_OPTIONS = $$($(PY) -m pip config list 2>/dev/null | \
   sed -n "s/^[^.]*\.\(find-links\|constraint\)='\(.*\)'$$/\1 \2/p" | \
@@ -84,7 +84,8 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install -q uv >/dev/null 2>&1 || true
 	@$(PY) -c "import torch" 2>/dev/null || \
-	  ($(UV) --version >/dev/null 2>&1 && $(UV) pip install -q --compile-bytecode --python $(PY) $(UV_PIP_OPTIONS) "$(TORCH_SPEC)") || \
+	  ($(UV) --version >/dev/null 2>&1 && \
+	   $(UV) pip install -q --compile-bytecode --python $(PY) $(UV_PIP_OPTIONS) "$(TORCH_SPEC)") || \
 	  $(PY) -m pip install -q "$(TORCH_SPEC)"
 	@if $(UV) --version >/dev/null 2>&1; then \
 	  echo "$(UV) pip install --compile-bytecode -e '.[book,course,dev]'"; \

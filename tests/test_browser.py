@@ -224,7 +224,8 @@ def test_a_page_made_narrower_after_it_loads_runs_its_resize_handlers(site):
     scrolls only at 412 px gets its cue there from scroll-cue.js's resize handler, as in a window a reader narrows;
     without scroll-cue.js the same box is reported at 412 px and not at 1280 px."""
     fluid = "<style>body{margin:0} article{margin:0 26px}</style>"
-    cue = f"<script>{(STATIC / 'scroll-cue.js').read_text()}</script><style>{(STATIC / 'claims.css').read_text()}</style>"
+    cue = (f"<script>{(STATIC / 'scroll-cue.js').read_text()}</script>"
+           f"<style>{(STATIC / 'claims.css').read_text()}</style>")
     table = '<div style="overflow-x:auto"><table><tr><td style="min-width:600px">wide</td></tr></table></div>'
     path = site / "narrowed.html"
     for head, cued in ((fluid, False), (fluid + cue, True)):

@@ -257,9 +257,9 @@ AUDIT_SCRIPT = """<script>
 #: The page that holds the audited pages in frames side by side, one per page (``AUDIT_FRAME_ONE``; headless Chromium
 #: will not make its window narrower than 500 px). Each frame loads its page at the widest width; when the frame's
 #: audit posts what it measured at one width, it is written into <textarea id="calib-audit-{{i}}-{{width}}"> and the
-#: frame is made as narrow as the next width of its ``data-widths`` and told so, and the page measures again. A page is loaded
-#: and typeset once for all widths (MathJax's typesetting is most of the cost of a page), as a reader who narrows the
-#: window sees it. One Chromium launch audits several pages at every width.
+#: frame is made as narrow as the next width of its ``data-widths`` and told so, and the page measures again. A page
+#: is loaded and typeset once for all widths (MathJax's typesetting is most of the cost of a page), as a reader who
+#: narrows the window sees it. One Chromium launch audits several pages at every width.
 AUDIT_FRAME = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body style="margin:0;white-space:nowrap">
 {frames}
 <script>window.addEventListener("message", function (e) {{

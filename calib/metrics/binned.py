@@ -41,8 +41,8 @@ from calib.metrics import _binning  # BLOCK_ELEMENTS is read at call time (the t
 from calib.metrics._binning import (NORMS, bin_top_label, binned_error, check_binning_args,
                                     quantile_sizes, sorted_rows_tie_mean, uniform_bin, uniform_edges)
 
-__all__ = ["ece", "top_label_ece", "top_label_outcomes", "adaptive_ece", "adaptive_ece_torrvision", "mce", "classwise_ece",
-           "Reliability", "reliability"]
+__all__ = ["ece", "top_label_ece", "top_label_outcomes", "adaptive_ece", "adaptive_ece_torrvision", "mce",
+           "classwise_ece", "Reliability", "reliability"]
 
 
 def equal_mass_ece_rows(conf, correct, n_bins: int = 15, check: bool = True) -> np.ndarray:
