@@ -70,7 +70,7 @@ tex:
 setup: $(STAMP) data browser
 
 # The project and its dependencies go in with uv (from PyPI, into the environment), which resolves and installs
-# them in half a minute where pip takes one and a half; with pip when uv cannot be had or fails. torch too, with the
+# them in 30-40 s where pip takes 80 s (2 cores); with pip when uv cannot be had or fails. torch too, with the
 # local wheel folders and constraints of the machine's pip configuration (UV_PIP_OPTIONS), and with pip when uv
 # fails: pip reads that configuration itself. uv compiles every module to bytecode as it installs, as pip does
 # (--compile-bytecode): without it, each process that imports a module compiles it again wherever Python may not
