@@ -79,9 +79,10 @@ def test_two_gloo_ranks_give_the_logits_of_one_process(tiny_fashion, tmp_path, m
 
     one = train(out=tmp_path / "one", progress=False, **TINY)
     grid = tmp_path / "grid.toml"
-    grid.write_text(f'seeds = [{TINY["seed"]}]\nmodels = ["{TINY["model"]}"]\nlosses = ["{TINY["loss"]}"]\n\n[train]\n'
-                    + "".join(f"{k} = {v!r}\n".replace("'", '"') for k, v in TINY.items()
-                              if k not in ("seed", "model", "loss")) + 'device = "cpu"\n')
+    train_table = {k: v for k, v in TINY.items() if k not in ("seed", "model", "loss")}   # JSON values read as TOML
+    grid.write_text(f"seeds = [{TINY['seed']}]\nmodels = [{json.dumps(TINY['model'])}]\n"
+                    f"losses = [{json.dumps(TINY['loss'])}]\n\n[train]\n"
+                    + "".join(f"{k} = {json.dumps(v)}\n" for k, v in {**train_table, "device": "cpu"}.items()))
     monkeypatch.chdir(tmp_path)
     assert cli.main(["sweep", str(grid), "--list", "--nproc-per-node", "2"]) == 0
     (line,) = capsys.readouterr().out.strip().splitlines()

@@ -1073,16 +1073,16 @@ def test_per_sample_statistics_give_the_metrics_exactly():
     """Issue 30: what a metric reads of each sample (chapter 11's bootstrap resamples these): the top-label
     confidence and outcome give the ECE, AdaECE, MCE and error; the log-probability of the label gives the NLL; the
     same checks as the metrics, float32 kept without a float64 copy of the probabilities."""
+    import torch
+
     rng = np.random.default_rng(3)
     labels = rng.integers(0, 5, 400)
     probs = softmax(rng.normal(size=(400, 5)) * 2 + 2 * np.eye(5)[labels], axis=1)
-    probs[0] = [0.4, 0.4, 0.1, 0.05, 0.05]                                  # a tie: the first maximum, as np.argmax
-    import torch
-
+    probs[0], labels[0] = [0.4, 0.4, 0.1, 0.05, 0.05], 1     # a tie: the first maximum (class 0), as np.argmax
     for p in (probs, probs.astype(np.float32), torch.as_tensor(probs)):
         s = metrics.top_label_outcomes(p, labels)
         assert s.dtype == np.float64 and s.shape == (400, 2) and set(np.unique(s[:, 1])) <= {0.0, 1.0}
-        assert s[0, 1] == float(labels[0] == 0)
+        assert s[0, 1] == 0.0 and s[0, 0] == pytest.approx(0.4)            # class 1 would have been right
         conf, correct = s[:, 0], s[:, 1] > 0
         assert metrics.ece(p, labels) == metrics.top_label_ece(conf, correct)
         assert metrics.adaptive_ece(p, labels) == metrics.top_label_ece(conf, correct, binning="quantile")
