@@ -1,11 +1,22 @@
 """Fixtures shared by the test modules, and the book's machinery (``book/calib_book``) on the import path."""
 
+import atexit
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from calib._reproducible import pin_cpu_kernels
 
 pin_cpu_kernels()   # before any test module imports torch: runs retrain bit for bit on any x86 machine
+
+# A claim a test records outside a chapter goes to a ledger of the session's own, never into the checkout's
+# _build/claims.jsonl, which the book's ledger pages are built from (the runner gives each chapter's kernel its own).
+if "CALIB_LEDGER" not in os.environ:
+    _LEDGER_FOLDER = tempfile.mkdtemp(prefix="calib-test-ledger-")
+    atexit.register(shutil.rmtree, _LEDGER_FOLDER, ignore_errors=True)
+    os.environ["CALIB_LEDGER"] = os.path.join(_LEDGER_FOLDER, "claims.jsonl")
 
 #: The folder that holds ``calib_book``, the book's machinery: it ships in no wheel, the tests import it from here.
 BOOK = Path(__file__).resolve().parents[1] / "book"

@@ -441,6 +441,38 @@ def test_a_chapter_key_changes_with_its_source_parameters_library_and_results_an
                                                            Path("book/results/02-bad")]
 
 
+def test_a_quick_kernel_runs_one_thread_unless_the_environment_says_otherwise_and_the_key_holds_the_count(
+        tiny_book, monkeypatch):
+    """Issue 30: the quick profile's kernels get one thread (calib_book.cache.kernel_environment); the full profile
+    keeps the libraries' defaults; a count the environment sets is kept; the count is part of the chapter's key."""
+    from calib_book import cache
+
+    for name in cache.THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    assert {k: v for k, v in cache.kernel_environment("quick").items() if k in cache.THREAD_VARIABLES} == \
+        dict.fromkeys(cache.THREAD_VARIABLES, "1")
+    assert not set(cache.kernel_environment("full")) & set(cache.THREAD_VARIABLES)
+    assert cache.kernel_environment("quick", {"OMP_NUM_THREADS": "4"}).get("OMP_NUM_THREADS") is None
+    base = _key(tiny_book)
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    assert _key(tiny_book) != base
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert _key(tiny_book) == base
+    # what the kernel itself sees
+    (tiny_book / "chapters" / "01-good.md").write_text(_chapter("""
+        ```{code-cell} ipython3
+        import os
+        from calib_book.claims import claim
+        seen = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+        claim("paper/threads", "one thread a kernel in the quick profile", passed=set(seen.values()) == {"1"},
+              evidence=str(seen))
+        ```
+        """))
+    assert runner.run_chapter(tiny_book, "01-good").ok
+    ledger = [json.loads(line) for line in (tiny_book / "_build" / "claims.jsonl").read_text().splitlines()]
+    assert [(r["id"], r["passed"]) for r in ledger] == [("paper/threads", True)], ledger
+
+
 def test_an_unchanged_chapter_is_reused_with_its_claims_and_timing_and_executed_when_needed(tiny_book, capsys):
     """Issue 30, item 1: a second run reuses the chapter (the notebook untouched, the ledger the same bytes, the
     timing that of the execution, marked reused); --force, a damaged claims file, a missing notebook and a

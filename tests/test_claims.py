@@ -241,7 +241,7 @@ def test_quote_in_text(quote, found):
     assert claims.quote_in_text(quote, PAPER_TEXT) is found
 
 
-def test_under_premise_keeps_the_verdict_where_the_premise_holds_and_is_untested_elsewhere():
+def test_under_premise_keeps_the_verdict_where_the_premise_holds_and_is_untested_elsewhere(ledger):
     from calib_book.claims import under_premise
 
     scale = {"data": "d", "model": "m", "epochs": 1, "seeds": 5, "n": 10}

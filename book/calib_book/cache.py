@@ -3,7 +3,9 @@
 A chapter's execution is keyed on its source, its parameters, the library it runs (every file of ``calib/`` and
 of this package: chapters reach the library also through imports inside functions and ``calib train``
 subprocesses, which the kernel's ``sys.modules`` never shows), the stored results and data it reads, the versions
-of the packages that compute its numbers, and the CPU instruction set its torch is pinned to. jupyter-cache is
+of the packages that compute its numbers, the CPU instruction set its torch is pinned to and the number of threads
+its numerical libraries use (:func:`kernel_environment`: float32 sums split over threads round differently, so
+a count is part of what a chapter's numbers are computed with). jupyter-cache is
 not used: its hash covers a notebook's code cells and kernelspec only, so a library or results change would reuse
 a stale notebook (the runner's docstring says more).
 """
@@ -21,8 +23,7 @@ from pathlib import Path
 from calib._reproducible import CPU_ISA_VARIABLES, pin_cpu_kernels
 
 __all__ = ["digest_file", "digest_tree", "package_folder", "library_digest", "chapter_inputs", "answers_key",
-           "KEYED_PACKAGES",
-           "versions", "chapter_key"]
+           "KEYED_PACKAGES", "THREAD_VARIABLES", "kernel_environment", "versions", "chapter_key"]
 
 
 def digest_file(path: Path) -> str:
@@ -85,6 +86,27 @@ def versions() -> dict:
     return out
 
 
+#: The variables that set how many threads a kernel's numerical libraries use (torch's and numpy's BLAS).
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def kernel_environment(profile: str, environ=None) -> dict:
+    """The variables a chapter's kernel gets on top of ``environ`` (default ``os.environ``) for ``profile``: torch's
+    CPU kernels pinned to AVX2 (:func:`calib._reproducible.pin_cpu_kernels`) and, in the quick profile, one thread
+    per kernel (:data:`THREAD_VARIABLES` set to 1), unless the environment sets them.
+
+    One thread, so that the quick profile's float32 sums, and so its numbers, do not depend on the machine's core
+    count (torch splits a reduction over its threads), and because its networks are small: on 2 cores, the whole
+    quick book executed (two kernels at once) in 247 s of CPU with one thread a kernel and 255 s with two, with
+    the same claims. The full profile keeps the libraries' defaults: its larger networks use every core.
+    """
+    environ = dict(os.environ if environ is None else environ)
+    added = pin_cpu_kernels(environ)
+    if profile == "quick":
+        added.update({name: "1" for name in THREAD_VARIABLES if name not in environ})
+    return added
+
+
 def chapter_key(root: Path, name: str, parameters: dict, strict: bool = True) -> tuple[str, dict]:
     """The key of one execution of a chapter, and what it is made of.
 
@@ -105,12 +127,11 @@ def chapter_key(root: Path, name: str, parameters: dict, strict: bool = True) ->
         SHA-256 of ``components``.
     components : dict
         ``source``, ``parameters``, ``library`` (:func:`library_digest`), ``inputs`` (a digest per folder of
-        :func:`chapter_inputs`), ``versions`` and ``cpu_isa`` (the instruction set the kernel's torch is pinned
-        to); the module's docstring says why these.
+        :func:`chapter_inputs`), ``versions``, ``cpu_isa`` (the instruction set the kernel's torch is pinned to)
+        and ``threads`` (:func:`kernel_environment`); the module's docstring says why these.
     """
     root = Path(root)
-    kernel_env = dict(os.environ)
-    pin_cpu_kernels(kernel_env)
+    kernel_env = {**os.environ, **kernel_environment(parameters.get("profile", "quick"))}
     components = {
         "source": digest_file(root / "chapters" / f"{name}.md"),
         "parameters": json.dumps({"strict": bool(strict), **parameters}, sort_keys=True, default=repr),
@@ -118,6 +139,7 @@ def chapter_key(root: Path, name: str, parameters: dict, strict: bool = True) ->
         "inputs": {folder.as_posix(): digest_tree(root / folder) for folder in chapter_inputs(root, name)},
         "versions": versions(),
         "cpu_isa": {k: kernel_env.get(k) for k in (*CPU_ISA_VARIABLES, "CALIB_CPU_ISA")},
+        "threads": {k: kernel_env.get(k) for k in THREAD_VARIABLES},
     }
     return hashlib.sha256(json.dumps(components, sort_keys=True).encode()).hexdigest(), components
 

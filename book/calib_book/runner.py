@@ -27,8 +27,9 @@ A chapter is executed again only when something its output depends on changed. I
   byte (:func:`~calib_book.cache.library_digest`);
 - the stored results and data it reads (:func:`~calib_book.cache.chapter_inputs`): ``book/data/``, ``book/results/NAME/`` and every
   ``book/results/OTHER`` its source names (chapters 07 and 11 read chapter 10's runs);
-- the versions of Python and of the numerical packages (``KEYED_PACKAGES``), and the CPU
-  instruction set the kernel's torch is pinned to (``calib._reproducible``).
+- the versions of Python and of the numerical packages (``KEYED_PACKAGES``), the CPU instruction set the kernel's
+  torch is pinned to (``calib._reproducible``) and its thread count, one in the quick profile
+  (:func:`~calib_book.cache.kernel_environment`).
 
 The whole library, not the modules a chapter imports: a chapter also reaches the library through lazy imports
 inside functions and through subprocesses (``calib train``) that its kernel's ``sys.modules`` never shows, and
@@ -80,9 +81,9 @@ from pathlib import Path
 
 import yaml
 
-from calib._reproducible import CPU_ISA_VARIABLES, pin_cpu_kernels
 from calib_book import claims as claims_module
-from calib_book.cache import chapter_inputs, chapter_key, digest_file, library_digest  # noqa: F401 (re-exported)
+from calib_book.cache import (chapter_inputs, chapter_key, digest_file, kernel_environment,  # noqa: F401 (re-exported)
+                              library_digest)
 from calib_book.claims import repo_root
 from calib_book.exercises import exercises_in
 from calib_book.pages import (errata_page, exercises_page, ledger_page, released_code_page, reproduction_page,
@@ -372,7 +373,8 @@ def _run_chapter(root: Path, name: str, profile: str, parameters: dict | None, t
     kernel_env = {**os.environ, "CALIB_LEDGER": str(running), "CALIB_CHAPTER": name,
                   "CALIB_STRICT": "1" if strict else "0", "MPLBACKEND": "module://matplotlib_inline.backend_inline",
                   "PYTHONPATH": _python_path()}
-    pin_cpu_kernels(kernel_env)                     # the kernel's torch: AVX2 kernels, bit-reproducible runs
+    # the kernel's torch: AVX2 kernels (bit-reproducible runs) and, in the quick profile, one thread
+    kernel_env.update(kernel_environment(profile, kernel_env))
     kernel_log = raw.with_suffix(".kernel.log")
     executed = out_dir / f"{name}.ipynb"
     # papermill writes the executed notebook once, at the end (with the failing cell's error when one fails), not
