@@ -10,20 +10,25 @@
     var prev = el.previousElementSibling;
     return prev && prev.classList.contains("calib-scroll-hint") ? prev : null;
   }
+  // every element of the article but the glyphs of a typeset formula (most of a chapter's elements, none of which
+  // scrolls): the formula's own boxes, mjx-container and mjx-math, are looked at
+  var CANDIDATES = "*:not(mjx-math *):not(mjx-assistive-mml *):not(.calib-scroll-hint)";
   function mark() {
     var article = document.querySelector("article") || document.body;
-    article.querySelectorAll("*").forEach(function (el) {
-      if (el.classList.contains("calib-scroll-hint")) { return; }
-      var wide = scrollsSideways(el);
-      el.classList.toggle("calib-scrolls", wide);
+    var elements = article.querySelectorAll(CANDIDATES);
+    // measure every element first, then change the page: a change between two measurements would make the
+    // browser lay the page out again for the next one
+    var wide = Array.prototype.map.call(elements, scrollsSideways);
+    Array.prototype.forEach.call(elements, function (el, i) {
+      if (el.classList.contains("calib-scrolls") !== wide[i]) { el.classList.toggle("calib-scrolls", wide[i]); }
       var hint = hintFor(el);
-      if (wide && !hint && el.parentNode) {
+      if (wide[i] && !hint && el.parentNode) {
         hint = document.createElement("span");
         hint.className = "calib-scroll-hint";
         hint.setAttribute("aria-hidden", "true");
         hint.textContent = "scroll \u2192";
         el.parentNode.insertBefore(hint, el);
-      } else if (!wide && hint) {
+      } else if (!wide[i] && hint) {
         hint.remove();
       }
     });

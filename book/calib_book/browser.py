@@ -223,14 +223,19 @@ AUDIT_SCRIPT = """<script>
   function audit() {
     var html = document.documentElement, result = {width: window.innerWidth, overflow: overflow(), contrast: {}};
     result.errors = (window.__calibErrors || []).slice();          // the page's own, before the theme is switched
-    var theme = html.getAttribute("data-theme");
-    ["light", "dark"].forEach(function (t) {
-      html.setAttribute("data-theme", t);
-      result.contrast[t] = claimContrast();
-    });
-    if (theme === null) { html.removeAttribute("data-theme"); } else { html.setAttribute("data-theme", theme); }
     if (loadedWidth === null) { loadedWidth = result.width; }
-    if (result.width === loadedWidth) { result.dom = "<!DOCTYPE html>" + html.outerHTML; }
+    // the contrast at the width the page was loaded at only: no colour of a claim's text or background depends on
+    // the window's width (the theme's width rules colour its sidebars), and each switch of the theme restyles the
+    // whole page (a fifth of the audit of the book's largest pages)
+    if (result.width === loadedWidth) {
+      var theme = html.getAttribute("data-theme");
+      ["light", "dark"].forEach(function (t) {
+        html.setAttribute("data-theme", t);
+        result.contrast[t] = claimContrast();
+      });
+      if (theme === null) { html.removeAttribute("data-theme"); } else { html.setAttribute("data-theme", theme); }
+      result.dom = "<!DOCTYPE html>" + html.outerHTML;
+    }
     window.parent.postMessage({width: result.width, audit: JSON.stringify(result)}, "*");
   }
   var loadedWidth = null;

@@ -92,7 +92,7 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"
 
 def kernel_environment(profile: str, environ=None) -> dict:
     """The variables a chapter's kernel gets on top of ``environ`` (default ``os.environ``) for ``profile``: torch's
-    CPU kernels pinned to AVX2 (:func:`calib._reproducible.pin_cpu_kernels`) and, in the quick profile, one thread
+    CPU kernels pinned to AVX2 (``calib._reproducible.pin_cpu_kernels``) and, in the quick profile, one thread
     per kernel (:data:`THREAD_VARIABLES` set to 1), unless the environment sets them.
 
     One thread, so that the quick profile's float32 sums, and so its numbers, do not depend on the machine's core
