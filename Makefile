@@ -16,6 +16,12 @@ TEST_WORKERS ?= 2
 TORCH_SPEC ?= torch==2.13.0
 FASHION_MNIST_DIR ?= /usr/share/datasets/fashion-mnist
 
+# Python may write bytecode (__pycache__, which git ignores) in the commands below even where the environment says
+# otherwise (PYTHONDONTWRITEBYTECODE): a module whose bytecode is not written is compiled again by every process that
+# imports it, every kernel, rank and subprocess of `make test` (import torch 3.7 s instead of 1.4 s; in a fresh clone
+# `make test`'s tests took 600 s instead of 458 s).
+unexport PYTHONDONTWRITEBYTECODE
+
 PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.calib-installed
 
@@ -72,10 +78,9 @@ setup: $(STAMP) data browser
 # The project and its dependencies go in with uv (from PyPI, into the environment), which resolves and installs
 # them in 30-40 s where pip takes 80 s (2 cores); with pip when uv cannot be had or fails. torch too, with the
 # local wheel folders and constraints of the machine's pip configuration (UV_PIP_OPTIONS), and with pip when uv
-# fails: pip reads that configuration itself. uv compiles every module to bytecode as it installs, as pip does
-# (--compile-bytecode): without it, each process that imports a module compiles it again wherever Python may not
-# write bytecode (PYTHONDONTWRITEBYTECODE), and every kernel, rank and subprocess of `make test` paid for it
-# (import torch 3.7 s instead of 1.4 s; in a fresh clone, `make test`'s tests took 600 s instead of 458 s).
+# fails: pip reads that configuration itself. uv does not compile the modules to bytecode as it installs (pip does,
+# every module, 60 s of CPU here); the first process that imports a module writes its bytecode (below), and every
+# later one reads it.
 UV := $(VENV)/bin/uv
 UV_PIP_OPTIONS = $$($(PY) -m pip config list 2>/dev/null | \
   sed -n "s/^[^.]*\.\(find-links\|constraint\)='\(.*\)'$$/\1 \2/p" | \
@@ -85,11 +90,11 @@ $(STAMP): pyproject.toml
 	@$(PY) -m pip install -q uv >/dev/null 2>&1 || true
 	@$(PY) -c "import torch" 2>/dev/null || \
 	  ($(UV) --version >/dev/null 2>&1 && \
-	   $(UV) pip install -q --compile-bytecode --python $(PY) $(UV_PIP_OPTIONS) "$(TORCH_SPEC)") || \
+	   $(UV) pip install -q --python $(PY) $(UV_PIP_OPTIONS) "$(TORCH_SPEC)") || \
 	  $(PY) -m pip install -q "$(TORCH_SPEC)"
 	@if $(UV) --version >/dev/null 2>&1; then \
-	  echo "$(UV) pip install --compile-bytecode -e '.[book,course,dev]'"; \
-	  $(UV) pip install -q --compile-bytecode --python $(PY) -e '.[book,course,dev]' || \
+	  echo "$(UV) pip install -e '.[book,course,dev]'"; \
+	  $(UV) pip install -q --python $(PY) -e '.[book,course,dev]' || \
 	  $(PY) -m pip install -q -e '.[book,course,dev]'; \
 	else \
 	  echo "$(PY) -m pip install -e '.[book,course,dev]'"; \
