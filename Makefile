@@ -76,10 +76,11 @@ tex:
 setup: $(STAMP) data browser
 
 # The project and its dependencies go in with uv (from PyPI, into the environment), which resolves and installs
-# them in 30-40 s where pip takes 80 s (2 cores); with pip when uv cannot be had or fails. torch too, with the
-# local wheel folders and constraints of the machine's pip configuration (UV_PIP_OPTIONS), and with pip when uv
-# fails: pip reads that configuration itself. uv does not compile the modules to bytecode as it installs (pip does,
-# every module, 60 s of CPU here); the first process that imports a module writes its bytecode (below), and every
+# them in 10-15 s where pip takes 80 s (2 cores, uv's cache warm); with pip when uv cannot be had or fails. torch
+# too, with the local wheel folders and constraints of the machine's pip configuration (UV_PIP_OPTIONS), and with
+# pip when uv fails: pip reads that configuration itself. uv does not compile the modules to bytecode as it
+# installs (with --compile-bytecode, as pip does, it compiles every module: 60 s of CPU here, 25 s of wall time);
+# the first process that imports a module writes its bytecode instead (PYTHONDONTWRITEBYTECODE, above), and every
 # later one reads it.
 UV := $(VENV)/bin/uv
 UV_PIP_OPTIONS = $$($(PY) -m pip config list 2>/dev/null | \
