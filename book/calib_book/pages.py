@@ -408,8 +408,9 @@ def status_page(timings: dict, order: list[str]) -> str:
     out = ["(execution-statistics)=", "# Execution statistics", "",
            "Wall time of each chapter's last execution by papermill, on the machine that built this copy of the "
            "book. A chapter is executed again only when its source, its parameters, the library, the stored "
-           "results it reads or the versions of Python and the numerical packages changed; otherwise the last "
-           "execution's notebook and claims are *reused*.", "",
+           "results it reads, the versions of Python and the numerical packages, or the instruction set and the "
+           "number of threads its kernel computes with changed; otherwise the last execution's notebook and "
+           "claims are *reused*.", "",
            f"This build executed {len(listed) - len(reused)} of the {len(listed)} chapters and reused "
            f"{len(reused)}" + (f" ({', '.join(_chapter_link(n) for n in reused)})." if reused else "."), "",
            "| chapter | profile | seconds | claims | executed | this build |", "|---|---|---|---|---|---|"]
