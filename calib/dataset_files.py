@@ -127,13 +127,31 @@ def _locate(name: str, root, extra_dirs=(), download: bool = True) -> dict[str, 
 
 # ---------------------------------------------------------------------------------------------- readers
 
+#: The arrays of the IDX files read in this process, by (path, size, modification time): a process that trains
+#: several runs (a sweep, a chapter) decompresses Fashion-MNIST once (0.26 s of each run's start otherwise).
+_IDX_READ: dict[tuple[str, int, int], np.ndarray] = {}
+_IDX_READ_MAX = 8
+
+
 def read_idx(path) -> np.ndarray:
     """Read an IDX file (the MNIST / Fashion-MNIST format; gzip-compressed when the name ends in ``.gz``).
 
     The header is two zero bytes, a type byte (0x08 = unsigned byte), the number of dimensions and one
-    big-endian uint32 per dimension; the data follow in C order.
+    big-endian uint32 per dimension; the data follow in C order. The array is a new one at every call; a file
+    read before in this process, unchanged since (size and modification time), is not decompressed again.
     """
     path = Path(path)
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _IDX_READ:
+        if len(_IDX_READ) >= _IDX_READ_MAX:
+            _IDX_READ.pop(next(iter(_IDX_READ)))
+        _IDX_READ[key] = _read_idx_file(path)
+        _IDX_READ[key].flags.writeable = False
+    return _IDX_READ[key].copy()
+
+
+def _read_idx_file(path: Path) -> np.ndarray:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as fh:
         raw = fh.read()

@@ -3,6 +3,7 @@
 import gzip
 import hashlib
 import io
+import os
 import pickle
 import struct
 import tarfile
@@ -197,6 +198,26 @@ def test_idx_reader_rejects_bad_files(tmp_path):
     (tmp_path / "float").write_bytes(bytes([0, 0, 0x0D, 1]) + struct.pack(">I", 1) + b"\0\0\0\0")
     with pytest.raises(ValueError, match="unsigned-byte IDX"):
         read_idx(tmp_path / "float")
+
+
+def test_an_idx_file_is_decompressed_once_a_process_and_again_when_it_changes(tmp_path, monkeypatch):
+    import calib.dataset_files as files
+
+    reads = []
+    real = files._read_idx_file
+    monkeypatch.setattr(files, "_read_idx_file", lambda path: reads.append(path) or real(path))
+    path = tmp_path / "images.gz"
+    with gzip.open(path, "wb") as fh:
+        fh.write(idx_bytes(np.arange(24, dtype=np.uint8).reshape(2, 3, 4)))
+    first = read_idx(path)
+    first[0, 0, 0] = 99                                   # each call returns its own array
+    np.testing.assert_array_equal(read_idx(path), np.arange(24).reshape(2, 3, 4))
+    assert len(reads) == 1
+    with gzip.open(path, "wb") as fh:                     # a new file at the same path is read again
+        fh.write(idx_bytes(np.full((2, 3, 4), 7, dtype=np.uint8)))
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10 ** 9))
+    np.testing.assert_array_equal(read_idx(path), np.full((2, 3, 4), 7))
+    assert len(reads) == 2
 
 
 def test_fashion_mnist_from_the_cache_with_the_papers_style_split(tmp_path, monkeypatch):

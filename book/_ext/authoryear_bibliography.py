@@ -8,7 +8,7 @@ its URL and DOI lines) and changes only the labels and the order. Registered as 
 
 from collections import Counter
 
-from pybtex.plugin import register_plugin
+from pybtex.plugin import find_plugin, register_plugin
 from pybtex.richtext import Text
 from pybtex.style.formatting.plain import Style as PlainStyle
 from pybtex.style.labels import BaseLabelStyle
@@ -52,9 +52,17 @@ class AuthorYearStyle(PlainStyle):
     default_sorting_style = "author_year_title"
 
 
+#: The plain-text backends that are looked up once for every name of the reference list (``_last_name``) and every
+#: entry sphinxcontrib-bibtex formats: registered at run time as the very classes their entry points name, since
+#: pybtex reads every installed package's entry points at each lookup of an installed one (8 ms: 2.6 s of a build).
+TEXT_BACKENDS = ("text", "plaintext")
+
+
 def setup(app):
     register_plugin("pybtex.style.labels", "authoryear", AuthorYearLabels)
     register_plugin("pybtex.style.formatting", "authoryear", AuthorYearStyle)
+    for name in TEXT_BACKENDS:
+        register_plugin("pybtex.backends", name, find_plugin("pybtex.backends", name), force=True)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 
