@@ -33,8 +33,9 @@ book: setup
 
 # pytest-xdist, a file to a worker (--dist loadfile): tests/test_chapters.py executes and builds the book and then
 # checks what was built, in order, in one worker, while the other files spread over the other workers. It is the
-# first file (tests/conftest.py), and --no-loadscope-reorder keeps it first (xdist would start the files with the
-# most tests first, and this one has six): it starts at once. TEST_WORKERS=0 runs everything in this process.
+# first file (tests/conftest.py), and --no-loadscope-reorder keeps conftest's order (xdist would start the files with
+# the most tests first, and this one has six): it starts at once, the other long files follow on the other worker,
+# and the short ones come last. TEST_WORKERS=0 runs everything in this process.
 test: setup
 	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 

@@ -66,3 +66,14 @@ def test_every_top_level_module_of_calib_is_in_the_architecture():
 def test_docstrings_cite_the_architecture_not_an_absent_design_card(folder):
     citing = [str(p.relative_to(REPO)) for p in (REPO / folder).rglob("*.py") if "DESIGN.md" in p.read_text()]
     assert not citing, f"cite ARCHITECTURE.md (DESIGN.md is not in the repository): {citing}"
+
+
+def test_the_test_files_conftest_orders_for_make_test_exist():
+    """tests/conftest.py hands pytest-xdist the longest files first by name: a renamed file would drop out of the
+    order unnoticed (it would still run, among the short ones)."""
+    import conftest
+
+    tests = Path(__file__).resolve().parent
+    named = [*conftest.LONGEST_FILES, conftest.WAITS_BEHIND_THE_BOOK]
+    assert [name for name in named if not (tests / name).is_file()] == []
+    assert conftest.LONGEST_FILES[0] == "test_chapters.py"
