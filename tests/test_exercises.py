@@ -1,6 +1,9 @@
 """calib_book.exercises: right, close or wrong, never the answer; and every registered answer is what the library
 computes."""
 
+import contextlib
+import os
+
 import numpy as np
 import pytest
 import sympy as sp
@@ -155,6 +158,50 @@ def test_an_expected_value_is_stored_for_the_next_process_and_recomputed_when_th
     (tmp_path / "key-b" / f"{label}.{part}.pickle").write_bytes(b"not a pickle")    # damaged: computed again
     monkeypatch.setattr(answers, "_VALUES", {})
     assert repr(answers.expected_value(label, part)) == repr(first) and calls == [1, 1, 1]
+
+
+def test_two_processes_that_ask_for_a_value_at_once_compute_it_once(tmp_path, monkeypatch):
+    """In `make test` a chapter's kernel and the course build can ask for the same value at the same time: the first
+    computes it holding its lock, the second waits and reads what the first stored. Here two forked processes each
+    ask for a value whose computation takes 0.5 s and records each call."""
+    import multiprocessing
+    import time
+
+    from calib_book import answers
+
+    log = tmp_path / "calls"
+    monkeypatch.setattr(answers, "_VALUES", {})
+    monkeypatch.setattr(answers, "_value_store", lambda: tmp_path / "key")
+
+    def compute():
+        with open(log, "a") as fh:
+            fh.write(f"{os.getpid()}\n")
+        time.sleep(0.5)
+        return 42.0
+
+    def ask(queue):
+        queue.put(answers._computed_once("ex-test-race", "value", compute))
+
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    workers = [context.Process(target=ask, args=(queue,)) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(30)
+    assert [worker.exitcode for worker in workers] == [0, 0]
+    assert sorted(queue.get(timeout=5) for _ in workers) == [42.0, 42.0]
+    assert len(log.read_text().split()) == 1                         # computed once, read once
+    # the control: without the lock both compute it
+    monkeypatch.setattr(answers, "_value_lock", lambda stored: contextlib.nullcontext())
+    log.unlink()
+    (tmp_path / "key" / "ex-test-race.value.pickle").unlink()
+    workers = [context.Process(target=ask, args=(queue,)) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(30)
+    assert len(log.read_text().split()) == 2
 
 
 def test_the_other_valid_values_of_an_any_of_part_are_stored_too(tmp_path, monkeypatch):

@@ -7,8 +7,10 @@ solution checks its own answer against the same entry with ``check(..., strict=T
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import os
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,26 +110,47 @@ def expected_value(label: str, part: str):
 
 
 def _computed_once(label: str, part: str, compute: Callable[[], Any]):
-    """``compute()``, kept for the process under ``(label, part)`` and stored as :func:`expected_value` says."""
+    """``compute()``, kept for the process under ``(label, part)`` and stored as :func:`expected_value` says. The
+    process that computes a value holds its lock meanwhile, and another that asks for it waits and reads it: two
+    processes that ask at once (a chapter's kernel and the course build, in `make test`) compute it once."""
     key = (label, part)
     if key not in _VALUES:
         stored = _stored_value_file(label, part)
-        if stored is not None and stored.is_file():
-            try:
-                _VALUES[key] = pickle.loads(stored.read_bytes())
-                return _VALUES[key]
-            except Exception:                       # noqa: BLE001 - damaged or from elsewhere: compute it again
-                pass
-        _VALUES[key] = compute()
-        if stored is not None:
-            try:
-                from calib_book.claims import write_atomic
+        with _value_lock(stored):
+            if stored is not None and stored.is_file():
+                try:
+                    _VALUES[key] = pickle.loads(stored.read_bytes())
+                    return _VALUES[key]
+                except Exception:                   # noqa: BLE001 - damaged or from elsewhere: compute it again
+                    pass
+            _VALUES[key] = compute()
+            if stored is not None:
+                try:
+                    from calib_book.claims import write_atomic
 
-                stored.parent.mkdir(parents=True, exist_ok=True)
-                write_atomic(stored, pickle.dumps(_VALUES[key]))
-            except Exception:                       # noqa: BLE001 - not picklable, or a read-only checkout
-                pass
+                    write_atomic(stored, pickle.dumps(_VALUES[key]))
+                except Exception:                   # noqa: BLE001 - not picklable, or a read-only checkout
+                    pass
     return _VALUES[key]
+
+
+@contextlib.contextmanager
+def _value_lock(stored: Path | None):
+    """An exclusive lock on ``stored`` (``<stored>.lock`` beside it, released when the process ends, however it
+    ends); none outside a checkout, in a read-only one, or where ``fcntl`` does not exist (Windows)."""
+    try:
+        import fcntl
+
+        stored.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(stored.with_name(stored.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    except (ImportError, AttributeError, OSError):  # no fcntl, no store (None), or a read-only checkout
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 @functools.lru_cache(maxsize=1)
