@@ -38,6 +38,8 @@ def _focal_map_block(z: np.ndarray, gamma: float, out: np.ndarray, log: bool = F
     block, in z's dtype (see focal_map). Rows whose logits lie further apart than the float range (their
     differences overflow to -inf, and r = 0 * -inf is nan) are detected at the end and redone with
     ``overflow``, which sets r(0) = 0 where v_j = 0, so the common case pays nothing for them."""
+    if not (z.flags.c_contiguous and out.flags.c_contiguous):   # the flat views below must be views
+        raise AssertionError("_focal_map_block needs C-contiguous z and out (see _focal_map_numpy)")
     n, k = z.shape
     top = np.argmax(z, axis=1)
     row_start = np.arange(0, n * k, k)
@@ -115,9 +117,15 @@ def _focal_map_block(z: np.ndarray, gamma: float, out: np.ndarray, log: bool = F
 
 
 def _focal_map_numpy(z: np.ndarray, gamma: float, log: bool = False) -> np.ndarray:
-    """Psi^gamma(softmax(z)) (or its logarithm) row-wise for a finite float (N, K) array, in blocks of rows."""
+    """Psi^gamma(softmax(z)) (or its logarithm) row-wise for a finite float (N, K) array, in blocks of rows.
+
+    The block writes through flat views (``a.reshape(-1)[i] = ...``), which are views only of C-ordered arrays: a
+    Fortran-ordered or strided input (a pandas ``DataFrame.to_numpy()``, a transposed or sliced array) would make
+    them copies and the writes would be lost silently. So z is made C-contiguous first (a copy only when it is not),
+    and so is the output."""
+    z = np.ascontiguousarray(z)
     n, k = z.shape
-    out = np.empty_like(z)
+    out = np.empty(z.shape, dtype=z.dtype)
     step = max(1, _MAP_BLOCK_ELEMENTS // k)
     for start in range(0, n, step):
         _focal_map_block(z[start:start + step], gamma, out[start:start + step], log=log)
