@@ -25,7 +25,7 @@ unexport PYTHONDONTWRITEBYTECODE
 PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.calib-installed
 
-.PHONY: book test student course pdf tex setup data browser clean
+.PHONY: book test test-clock student course pdf tex setup data browser clean
 
 book: setup
 	$(PY) -m calib book run --profile $(PROFILE) --jobs $(JOBS) $(if $(FORCE),--force)
@@ -36,8 +36,13 @@ book: setup
 # first file (tests/conftest.py), and --no-loadscope-reorder keeps conftest's order (xdist would start the files with
 # the most tests first, and this one has six): it starts at once, the other long files follow on the other worker,
 # and the short ones come last. TEST_WORKERS=0 runs everything in this process.
-test: setup
+test: test-clock setup
 	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
+
+# When `make test` started, before its setup: the phase table at the end of the tests (tests/conftest.py) counts the
+# setup's time from it.
+test-clock:
+	@mkdir -p _build && date +%s.%N > _build/.test-clock
 
 # The book without the exercises' solutions, for a course: _build/student/_build/html, and the chapters as
 # notebooks with the solutions removed in _build/student/notebooks (after `make book`).

@@ -127,10 +127,14 @@ def _add_sweep_parser(commands) -> None:
     s = commands.add_parser(
         "sweep", help="train every run of a grid file (models x losses x seeds), skipping finished runs",
         description="Train every run of GRID.toml into <store>/<model>/<loss>/seed<k>/: finished runs are skipped, "
-                    "interrupted ones resumed. --list prints one `calib train` command per run instead, for GNU "
-                    "parallel or a cluster scheduler; with --nproc-per-node N (or nproc_per_node = N in the grid) "
-                    "each one is `torchrun --standalone --nproc_per_node N -m calib train ...`, one run across N "
-                    "processes.")
+                    "interrupted ones resumed. Several sweeps of one store (processes, or machines sharing it) share "
+                    "the work: each run is claimed by one process through its folder's lock (.calib-train.lock), "
+                    "and a sweep skips the runs another one holds; at the end it names them and exits with status "
+                    "3 (nothing evaluated), unless --wait makes it wait for them. --list prints one `calib train` "
+                    "command per run instead, for GNU parallel or a cluster scheduler; with --nproc-per-node N (or "
+                    "nproc_per_node = N in the grid) each one is `torchrun --standalone --nproc_per_node N -m calib "
+                    "train ...`, one run across N processes. Exit status: 0 every run finished, 1 an error, 3 runs "
+                    "that other processes were training are not finished yet, 130 interrupted.")
     s.add_argument("grid", help="the grid file, e.g. book/results/10-benchmark/grid-cpu.toml")
     s.add_argument("--list", action="store_true", help="print one `calib train` command per run and exit")
     s.add_argument("--nproc-per-node", type=int, metavar="N", default=None,
@@ -138,9 +142,15 @@ def _add_sweep_parser(commands) -> None:
                         "nproc_per_node, else 1)")
     s.add_argument("--only", metavar="TEXT", help="only the runs whose model/loss/seed<k> contains TEXT")
     s.add_argument("--device", default=None, help="override the grid's device (auto, cpu, cuda)")
+    s.add_argument("--wait", action="store_true",
+                   help="when other processes hold runs of the grid (are training them), wait until each is finished, "
+                        "or free (its holder died: it is resumed here), checking every 10 s, instead of exiting "
+                        "with status 3")
     s.add_argument("--evaluate", action="store_true",
-                   help="then fit every post-hoc map on every stored run of the store and write <store>/posthoc.json "
-                        "(what chapter 10 reads)")
+                   help="once every run of the grid is finished, fit every post-hoc map on every stored run of the "
+                        "store and write <store>/posthoc.json (what chapter 10 reads); it says which runs it "
+                        "evaluated and which it skipped (no logits.npz), and evaluates nothing while runs of the "
+                        "grid are not finished")
     s.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -168,7 +178,9 @@ def _train_config(args):
             raise ValueError(f"{flags} cannot be combined with --from-meta {args.from_meta}: it reruns the stored "
                              f"config exactly. Drop {flags}, or train a new config with the flags alone (no "
                              f"--from-meta).")
-        config = dataclasses.replace(config_from_meta(args.from_meta), **given)
+        from calib.distributed import launch                       # a run reruns on its number of processes
+
+        config = dataclasses.replace(config_from_meta(args.from_meta, world_size=launch().world_size), **given)
     else:
         missing = [f"--{k}" for k in ("data", "model", "loss", "epochs") if k not in given]
         if missing:
@@ -189,7 +201,7 @@ def _train_config(args):
 def _sweep(args) -> None:
     import dataclasses
 
-    from calib.experiments import load_grid, sweep, train_commands
+    from calib.experiments import RunsHeldError, load_grid, sweep, train_commands
 
     grid = load_grid(args.grid)
     if args.device is not None:
@@ -210,18 +222,43 @@ def _sweep(args) -> None:
         relative = cwd if grid.store.is_relative_to(cwd) else None
         print("\n".join(train_commands(grid, relative_to=relative, nproc_per_node=args.nproc_per_node)))
         return
-    sweep(grid, progress=not args.no_progress)
-    print(f"calib: grid {args.grid}: {len(grid.runs)} runs finished in {grid.store}")
+    selection = f" (--only {args.only!r})" if args.only is not None else ""
+    try:
+        sweep(grid, progress=not args.no_progress, wait=args.wait)
+    except RunsHeldError as exc:
+        note = " Nothing was evaluated (--evaluate needs every run finished)." if args.evaluate else ""
+        raise _Incomplete(f"{exc}{note}" if not selection else f"{selection.strip()}: {exc}{note}") from None
+    print(f"calib: grid {args.grid}{selection}: {len(grid.runs)} runs finished in {grid.store}")
     if args.evaluate:
-        from calib.experiments import evaluate_store, load_store
+        _evaluate(grid, progress=not args.no_progress)
 
-        stored = load_store(grid.store)
-        evaluate_store(stored, cache=grid.store / "posthoc.json", progress=not args.no_progress)
-        print(f"calib: post-hoc maps of {len(stored)} stored runs in {grid.store / 'posthoc.json'}")
+
+def _evaluate(grid, progress: bool) -> None:
+    """``calib sweep --evaluate``: the post-hoc maps of every stored run of the store, saying which runs of the
+    grid it evaluated, which it skipped (a run stored without its logits) and how many other runs of the store."""
+    from calib.experiments import evaluate_store, load_store
+
+    stored = load_store(grid.store)
+    names = {f"{r.model}/{r.loss}/seed{r.seed}" for r in stored}
+    grid_names = [f"{r.model}/{r.loss}/seed{r.seed}" for r in grid.runs]
+    skipped = [name for name in grid_names if name not in names]
+    others = len(names - set(grid_names))
+    evaluate_store(stored, cache=grid.store / "posthoc.json", progress=progress)
+    line = (f"calib: post-hoc maps of {len(stored)} stored runs in {grid.store / 'posthoc.json'}: "
+            f"{len(grid_names) - len(skipped)} of the {len(grid_names)} runs of the grid")
+    if others:
+        line += f" and {others} other run{'s' if others > 1 else ''} of the store"
+    if skipped:
+        line += (f"; skipped, stored without logits.npz (the grid's discard removes it): {', '.join(skipped)}")
+    print(line)
 
 
 class _Interrupted(Exception):
     """Ctrl-C during ``calib train``: exit 130 with the command that resumes the run."""
+
+
+class _Incomplete(Exception):
+    """``calib sweep`` left runs that other processes hold untrained: exit 3, naming them."""
 
 
 def _train(args) -> None:
@@ -268,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     except _Interrupted as exc:
         print(f"calib: {exc}", file=sys.stderr)
         return 130
+    except _Incomplete as exc:
+        print(f"calib: not finished: {_one_line(exc)}", file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         print("calib: interrupted", file=sys.stderr)
         return 130

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["DatasetNotFoundError", "SOURCES", "DEBIAN_FASHION_MNIST", "data_home", "read_idx", "read_cifar_archive",
-           "read_svhn_mat", "load_fashion_mnist", "load_cifar", "load_svhn"]
+__all__ = ["DatasetNotFoundError", "SOURCES", "DEBIAN_FASHION_MNIST", "data_home", "installed_files", "read_idx",
+           "read_cifar_archive", "read_svhn_mat", "load_fashion_mnist", "load_cifar", "load_svhn"]
 
 class DatasetNotFoundError(FileNotFoundError):
     """A dataset's files are neither on disk nor downloadable; the message says how to get them."""
@@ -123,6 +123,23 @@ def _locate(name: str, root, extra_dirs=(), download: bool = True) -> dict[str, 
     looked = ", ".join(str(c) for c in candidates)
     raise DatasetNotFoundError(f"{name} is not installed (looked in {looked}) and {reason}. To get it, "
                                f"{_INSTALL_HINTS[name].format(cache=cache)}.")
+
+
+def _extra_folders(name: str) -> list[Path]:
+    """The folders searched after the cache: Debian's package, for Fashion-MNIST only."""
+    return [DEBIAN_FASHION_MNIST] if name == "fashion-mnist" else []
+
+
+def installed_files(name: str) -> dict[str, Path] | None:
+    """The files of ``SOURCES[name]`` that loading ``name`` without ``root`` reads now: those in the cache
+    (:func:`data_home`), else in Debian's package (Fashion-MNIST); None when no folder holds them all (loading
+    would download them). Nothing is downloaded. The book's runner fingerprints them for a chapter's key."""
+    if name not in SOURCES:
+        raise ValueError(f"name={name!r} is not a dataset with files; choose one of {', '.join(SOURCES)}.")
+    try:
+        return _locate(name, None, extra_dirs=_extra_folders(name), download=False)
+    except DatasetNotFoundError:
+        return None
 
 
 # ---------------------------------------------------------------------------------------------- readers
@@ -243,7 +260,7 @@ def load_fashion_mnist(root=None, download: bool = True):
     downloaded from the official location (checked by MD5). Raises :class:`DatasetNotFoundError`, saying how
     to install it, when none works.
     """
-    paths = _locate("fashion-mnist", root, extra_dirs=[DEBIAN_FASHION_MNIST], download=download)
+    paths = _locate("fashion-mnist", root, extra_dirs=_extra_folders("fashion-mnist"), download=download)
     x_train = read_idx(paths["train-images-idx3-ubyte.gz"])[:, None]
     y_train = read_idx(paths["train-labels-idx1-ubyte.gz"]).astype(np.int64)
     x_test = read_idx(paths["t10k-images-idx3-ubyte.gz"])[:, None]

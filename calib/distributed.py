@@ -1,5 +1,5 @@
 """The process group of a ``torchrun`` launch: who this process is, the group's set-up, and the few collectives
-calib uses (a barrier, a broadcast of a Python object, a sum).
+calib uses (a barrier, a broadcast of a Python object, a gather of one, a sum).
 
 ``torchrun --standalone --nproc_per_node N -m calib train ...`` starts N processes with ``RANK``, ``LOCAL_RANK``
 and ``WORLD_SIZE`` in their environment; :func:`launch` reads them and :func:`process_group` initialises the
@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from dataclasses import dataclass
 
-__all__ = ["Launch", "launch", "process_group", "world_size", "barrier", "broadcast_object", "local_rows"]
+__all__ = ["Launch", "launch", "process_group", "world_size", "barrier", "broadcast_object", "gather_object",
+           "local_rows"]
 
 
 @dataclass(frozen=True)
@@ -64,9 +66,11 @@ def launch() -> Launch:
 
 
 def world_size() -> int:
-    """The number of processes of the initialised ``torch.distributed`` group; 1 when there is none."""
-    import torch.distributed as dist
-
+    """The number of processes of the initialised ``torch.distributed`` group; 1 when there is none (also when
+    torch is not imported, which it then is not: a numpy-only caller, as a streaming metric, does not load it)."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is None:                              # no group can have been initialised without importing it
+        return 1
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
@@ -108,6 +112,18 @@ def broadcast_object(value, src: int = 0):
     box = [value]
     dist.broadcast_object_list(box, src=src)
     return box[0]
+
+
+def gather_object(value) -> list:
+    """Every rank's ``value`` (pickled), in rank order, on every rank; ``[value]`` in a single process. A
+    collective: every rank must call it."""
+    import torch.distributed as dist
+
+    if world_size() == 1:
+        return [value]
+    box = [None] * dist.get_world_size()
+    dist.all_gather_object(box, value)
+    return box
 
 
 def local_rows(batch: int, where: Launch) -> slice:

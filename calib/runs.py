@@ -35,7 +35,7 @@ import numpy as np
 __all__ = ["META", "HISTORY", "LOGITS", "CHECKPOINT", "RUN_FILES", "DISCARDABLE", "LOGIT_KEYS", "Run", "load_run",
            "read_json_object", "read_logits", "read_checkpoint", "write_atomic", "write_json", "write_logits", "RunLock",
            "remove_temporaries", "run_owner", "RunLockedError", "CorruptRunError", "DiskFullError",
-           "RunConfigError", "ReadOnlyRunError", "git_commit", "git_dirty", "device_name"]
+           "RunConfigError", "ReadOnlyRunError", "RunFolderMovedError", "git_commit", "git_dirty", "device_name"]
 
 #: The run's metadata (config, versions, device, CPU instruction set, git commit, wall time, ``finished``).
 META = "meta.json"
@@ -56,7 +56,12 @@ _TMP_GLOB = ".*.tmp*"
 
 
 class RunLockedError(ValueError):
-    """Another process is writing to the run directory."""
+    """Another process is writing to the run directory; ``holder`` is what its lock file says (pid, host, since
+    when), or empty."""
+
+    def __init__(self, message: str = "", holder: str = ""):
+        super().__init__(message)
+        self.holder = holder
 
 
 class CorruptRunError(ValueError):
@@ -73,6 +78,31 @@ class RunConfigError(ValueError):
 
 class ReadOnlyRunError(ValueError):
     """The run directory cannot be written (permissions, a read-only file system)."""
+
+
+class RunFolderMovedError(ValueError):
+    """The run directory was moved, renamed or deleted while a run was writing it: the run stops, writing nothing
+    more, and the folder keeps every epoch completed before the move."""
+
+
+def _moved_message(old: Path, now: Path | None) -> str:
+    """What :class:`RunFolderMovedError` says: the old path, where the folder went (when known) and how to go on."""
+    where = (f"it is now {now}" if now is not None
+             else "this process cannot tell where it went, or whether it was deleted")
+    return (f"the run folder {old} was moved, renamed or deleted while this run was writing it ({where}); the run "
+            f"stopped and wrote nothing more. A moved folder keeps every epoch completed before that (meta.json, "
+            f"history.json, checkpoint.pt; the epoch in progress is trained again). To go on, move it back to {old} "
+            f"and resume: calib train ... --out {old} --resume (or the same calib sweep again).")
+
+
+def _open_path(fd: int) -> Path | None:
+    """The path the open file ``fd`` has now (it follows a rename of its folder), where the system says
+    (Linux's ``/proc/self/fd``); None when unknown or deleted."""
+    try:
+        target = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None
+    return None if target.endswith(" (deleted)") else Path(target)
 
 
 @dataclass
@@ -248,7 +278,8 @@ def write_atomic(path, write) -> None:
 
     A full device raises :class:`DiskFullError` naming the directory (the temporary is removed and the previous
     file is untouched); torch reports it as a RuntimeError from its zip writer, numpy and json as OSError. A
-    directory that cannot be written raises :class:`ReadOnlyRunError` naming the directory (not the temporary).
+    directory that cannot be written raises :class:`ReadOnlyRunError` naming the directory (not the temporary);
+    one that no longer exists (moved, renamed or deleted while a run writes it) :class:`RunFolderMovedError`.
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
@@ -262,6 +293,8 @@ def write_atomic(path, write) -> None:
             pass
         if not isinstance(exc, (OSError, RuntimeError)):
             raise
+        if not path.parent.is_dir():                 # torch: "Parent directory ... does not exist" (RuntimeError)
+            raise RunFolderMovedError(_moved_message(path.parent, None)) from None
         if isinstance(exc, PermissionError) or getattr(exc, "errno", None) == errno.EROFS:
             raise ReadOnlyRunError(f"cannot write {path.name} into {path.parent} ({exc.strerror or exc}); choose a "
                                    f"writable --out, or make the directory writable.") from None
@@ -317,6 +350,10 @@ class RunLock:
     A second process on the same directory is refused at once, naming the holder. The kernel releases the lock
     when its process dies, so a run killed with SIGKILL leaves no stale lock. Where ``fcntl`` does not exist
     (Windows) there is no lock.
+
+    The lock's open file follows its folder: :meth:`check_in_place` tells a writer that the folder was moved,
+    renamed or deleted since it was locked (a new folder at the old path is not the locked one), before it writes
+    into whatever is at the path now.
     """
 
     NAME = ".calib-train.lock"
@@ -342,7 +379,7 @@ class RunLock:
                 os.close(self.fd)
                 self.fd = None
                 raise RunLockedError(f"{self.path.parent} is being written by another calib train ({holder}); wait "
-                                     f"for it to finish, or choose another --out.") from None
+                                     f"for it to finish, or choose another --out.", holder=holder) from None
             # The holder before us removes the lock file as it releases it: a lock taken on that removed file
             # locks nothing a third process can see, so take it again on the file now at the path.
             if _same_file(self.fd, self.path):
@@ -353,11 +390,23 @@ class RunLock:
         os.write(self.fd, f"pid {os.getpid()} on {platform.node()}, since {time.strftime('%H:%M:%S')}".encode())
         return self
 
+    def check_in_place(self) -> None:
+        """Raise :class:`RunFolderMovedError` when the locked folder is no longer at its path (moved, renamed or
+        deleted since it was locked), naming the old path, where it went (when the system says) and how to resume;
+        nothing when it is in place or there is no lock (no ``fcntl``, a read-only folder)."""
+        if self.fd is None or _same_file(self.fd, self.path):
+            return
+        now = _open_path(self.fd)
+        raise RunFolderMovedError(_moved_message(self.path.parent, None if now is None else now.parent))
+
     def release(self, remove: bool = False) -> None:
-        """Release the lock (closing its file); ``remove`` deletes the lock file first."""
+        """Release the lock (closing its file); ``remove`` deletes the lock file first: the one this lock holds,
+        wherever its folder was moved (a lock file now at the path, another's, is left alone)."""
         if self.fd is not None:
             if remove:
-                self.path.unlink(missing_ok=True)
+                held = self.path if _same_file(self.fd, self.path) else _open_path(self.fd)
+                if held is not None:
+                    held.unlink(missing_ok=True)
             os.close(self.fd)                      # closing releases the lock
             self.fd = None
 

@@ -16,8 +16,10 @@ share of each global batch (sizes differing by at most one), so N processes see 
 rank's loss is weighted by its share of the batch (times N, which DDP's gradient mean divides out), so the
 all-reduced gradient is that of the mean loss over the global batch, for any split. Rank 0 alone holds the run
 lock, evaluates (the diagnostics, on the whole splits) and writes ``meta.json``, ``history.json``,
-``logits.npz`` and ``checkpoint.pt``; the other ranks wait at a barrier. ``resume`` works as for one process:
-every rank loads the checkpoint. What differs from one process:
+``logits.npz`` and ``checkpoint.pt``; the other ranks wait at a barrier. Every rank must be given the same
+configuration (checked first: a launch whose ranks differ is refused, naming the fields). ``resume`` works as
+for one process, on the number of processes the run began with (``meta.json``'s ``world_size``, part of the
+run's identity as its CPU instruction set is): every rank loads the checkpoint. What differs from one process:
 
 - batch objectives (SB-ECE, S-AvUC, MMCE, the AURC losses; :mod:`calib.losses.batch`) are computed on each
   rank's share of the batch, not on the whole batch: with N ranks their bins, pairs or ranks come from B / N
@@ -26,8 +28,10 @@ every rank loads the checkpoint. What differs from one process:
   need a differentiable all-gather in every step; per-sample losses are exact either way;
 - batch normalisation uses each rank's share on the CPU (as plain DDP does; its running statistics are rank 0's,
   broadcast each step), and the global batch's statistics on CUDA (``SyncBatchNorm``, as one process);
-- the float sums of the gradient are taken in another order: 2 gloo ranks give the logits of one process to
-  about 1e-6 after a few epochs of an MLP (``tests/test_distributed.py`` measures it), not to the bit.
+- the float sums of the gradient are taken in another order: 2 gloo ranks stay within about 1e-6 of one
+  process's logits for a few epochs of a small MLP (``tests/test_distributed.py`` measures it), and SGD then
+  amplifies the difference into another run of the same recipe (logits several units apart and over a tenth of the
+  predictions changed after 12 epochs of a 256-256 MLP on Fashion-MNIST; README).
 """
 
 from __future__ import annotations
@@ -44,17 +48,17 @@ import numpy as np
 import torch
 
 from calib import distributed, runs
-from calib._reproducible import cpu_kernel_setting
+from calib._reproducible import cpu_kernel_setting, kernel_fingerprint
 from calib._validate import check_choice
 from calib.runs import (DISCARDABLE, CorruptRunError, DiskFullError, ReadOnlyRunError, Run,  # noqa: F401 (re-exported)
                         RunConfigError, RunLockedError, load_run)
 from calib.run_config import (AUGMENTATIONS, DEFAULT_AUGMENT, DIAGNOSTICS, MAX_SEED, TrainConfig,  # noqa: F401
-                               config_from_meta, paper_milestones)
+                               check_world_size, config_from_meta, paper_milestones)
 from calib.small_training import logistic_gradient_descent, resolve_device, train_classifier  # noqa: F401
 
 #: (TrainConfig, config_from_meta, paper_milestones and the constants of a config are :mod:`calib.run_config`'s,
 #: importable from here as well.)
-__all__ = ["Trainer", "train", "torch_flags", "GRAD_NORM_EDGES"]
+__all__ = ["Trainer", "train", "torch_flags", "GRAD_NORM_EDGES", "split_statistics"]
 
 #: log10-spaced edges of the per-sample last-layer gradient-norm histograms (Fig. 4b-d); norms outside
 #: [1e-8, 1e2] are counted in the first or last bin.
@@ -95,9 +99,10 @@ def _epoch_seed(seed: int, epoch: int) -> int:
     return int(np.random.SeedSequence([int(seed), int(epoch), 0x0CA1]).generate_state(1, dtype=np.uint64)[0] >> 1)
 
 
-def _split_stats(logits: np.ndarray, labels: np.ndarray, reliability_bins: int | None = None) -> dict:
+def split_statistics(logits: np.ndarray, labels: np.ndarray, reliability_bins: int | None = None) -> dict:
     """NLL, entropy, accuracy, ECE and AdaECE (15 bins) of one split, overall and split into correctly and
-    wrongly classified samples (Mukhoti et al. 2020, Sec. 3, Figs. 2-3)."""
+    wrongly classified samples (Mukhoti et al. 2020, Sec. 3, Figs. 2-3): a record of ``history.json``, computed in
+    float64 from a split's float32 logits (the last epoch's records recompute from ``logits.npz``)."""
     from scipy.special import log_softmax
 
     from calib import metrics
@@ -159,6 +164,8 @@ class Trainer:
         self.out = Path(out)
         self.progress = progress and self.launch.main
         self._dataset = dataset
+        self._lock = None                   # rank 0's RunLock while it runs (checks the folder was not moved)
+        self.found = None                   # what run() found under the lock: "new", "resume" or "done"
 
     # ------------------------------------------------------------------------------------------ set-up
     def _setup(self):
@@ -251,7 +258,7 @@ class Trainer:
     def _check_out(self, resume: bool) -> str:
         """``"new"``, ``"resume"`` or ``"done"`` for the run directory; RunConfigError when it holds a
         different run (or an unfinished one and ``resume`` is off, or one begun under another CPU instruction
-        set); CorruptRunError when a file it needs is damaged."""
+        set or by another number of processes); CorruptRunError when a file it needs is damaged."""
         meta_path, ckpt = self.out / runs.META, self.out / runs.CHECKPOINT
         if not meta_path.is_file() and not ckpt.is_file():
             return "new"
@@ -282,6 +289,9 @@ class Trainer:
         if not ckpt.is_file():
             return "new"
         self._check_cpu_kernels(meta)
+        check_world_size(meta, self.launch.world_size, f"{self.out} holds",
+                         f"calib train --from-meta {self.out / runs.META} --out {self.out} --resume",
+                         ", or start it over with --restart")
         return "resume"
 
     def _restart_advice(self) -> str:
@@ -304,11 +314,26 @@ class Trainer:
         if then != now:
             def text(setting):
                 set_vars = ", ".join(f"{k}={v}" for k, v in setting["variables"].items() if v is not None)
-                return f"{setting['capability']} ({set_vars or 'no variable set'})"
+                return set_vars or "no variable set"
 
-            raise RunConfigError(f"{self.out} was begun with torch's CPU kernels on {text(then)}, and this process "
-                                 f"runs {text(now)}; a run resumed across instruction sets matches neither. Resume "
-                                 f"it with the variables it began with, or start it over with --restart.")
+            if then["capability"] == now["capability"]:    # one instruction set for torch, other variables
+                what = (f"this process runs {now['capability']} too but under other variables ({text(now)}), which "
+                        f"also choose MKL's and oneDNN's kernels; a resume is refused unless they match, since float32 "
+                        f"training continues bit for bit only under the setting it began with")
+            else:
+                what = (f"this process runs {now['capability']} ({text(now)}); float32 training does not continue "
+                        f"bit for bit across instruction sets, so a run resumed here would match neither")
+            raise RunConfigError(f"{self.out} was begun with torch's CPU kernels on {then['capability']} "
+                                 f"({text(then)}), and {what}. Resume it under the variables it began with, or start "
+                                 f"it over with --restart.")
+        recorded = (meta.get("cpu_fingerprint") or {}).get("torch")
+        here = kernel_fingerprint()
+        if recorded and meta["cpu_fingerprint"].get("version") == here["version"] and recorded != here["torch"]:
+            raise RunConfigError(f"{self.out} was begun on a CPU whose float32 kernels compute otherwise than this "
+                                 f"one's under the same setting (kernel fingerprint {recorded} then, {here['torch']} "
+                                 f"here: MKL also picks its kernels by the CPU's vendor, calib._reproducible), so a run "
+                                 f"resumed here would continue neither run bit for bit. Resume it on a machine like "
+                                 f"the one it began on ({meta.get('device_name')}), or start it over with --restart.")
 
     # ------------------------------------------------------------------------------------- diagnostics
     def _evaluate(self, split: str, with_grads: bool):
@@ -358,7 +383,7 @@ class Trainer:
         for split in splits:
             res = self._evaluate(split, with_grads=split == "train")
             labels = self.eval_loaders[split].y.cpu().numpy()
-            stats = _split_stats(res["logits"], labels, reliability_bins=25 if split == "train" else None)
+            stats = split_statistics(res["logits"], labels, reliability_bins=25 if split == "train" else None)
             if split == "train":
                 gn = res["grad_norm"].astype(np.float64)
                 counts, _ = np.histogram(np.clip(gn, GRAD_NORM_EDGES[0], GRAD_NORM_EDGES[-1]), bins=GRAD_NORM_EDGES)
@@ -422,6 +447,7 @@ class Trainer:
                 "git_commit": runs.git_commit(), "git_dirty": runs.git_dirty(), "threads": torch.get_num_threads(),
                 "world_size": self.launch.world_size,
                 "cpu_capability": kernels["capability"], "cpu_kernels": kernels["variables"],
+                **({"cpu_fingerprint": kernel_fingerprint()} if self.device.type == "cpu" else {}),
                 "written": time.strftime("%Y-%m-%d %H:%M:%S"), **({"discarded": list(discarded)} if finished else {})}
 
     def _final_logits(self) -> None:
@@ -447,6 +473,7 @@ class Trainer:
             check_choice(name, "discard", DISCARDABLE)
         device_type = resolve_device(self.config.device).type
         with distributed.process_group(self.launch, device_type):
+            self._check_ranks_agree()
             if not self.launch.main:
                 state = distributed.broadcast_object(None)
                 if isinstance(state, BaseException):
@@ -458,7 +485,7 @@ class Trainer:
                 return load_run(self.out)
             try:
                 self._make_out()
-                lock = runs.RunLock(self.out).__enter__()
+                lock = self._lock = runs.RunLock(self.out).__enter__()
             except BaseException as exc:
                 distributed.broadcast_object(exc)
                 raise
@@ -478,6 +505,24 @@ class Trainer:
             distributed.barrier()
             return run or load_run(self.out)
 
+    def _check_ranks_agree(self) -> None:
+        """Refuse a launch whose processes were given different configurations (another seed, lr or loss would
+        train with rank 0's recorded in ``meta.json``, another epochs hang, another batch_size abort): every rank
+        gathers every rank's :class:`TrainConfig` and raises the same ValueError, naming each field that differs
+        from rank 0's and its value on every rank. A collective; nothing in a single process."""
+        if not self.launch.distributed:
+            return
+        mine = dataclasses.asdict(self.config)
+        everyone = distributed.gather_object(mine)
+        differ = [f"{name}: " + ", ".join(f"{config.get(name)!r} on rank {rank}"
+                                          for rank, config in enumerate(everyone))
+                  for name in mine if any(config.get(name) != everyone[0].get(name) for config in everyone)]
+        if differ:
+            raise ValueError(f"the {len(everyone)} processes of this launch were given different configurations "
+                             f"({'; '.join(differ)}); every process must train the same run. Launch them with one "
+                             f"command line: torchrun --standalone --nproc_per_node {len(everyone)} -m calib train "
+                             f"... (the same flags for every rank).")
+
     def _check_state(self, resume: bool, restart: bool) -> str:
         """Under the lock: remove a killed run's temporaries, clear for ``restart``, and return ``"new"``,
         ``"resume"`` or ``"done"`` (:meth:`_check_out`), refusing a directory that cannot be written."""
@@ -488,6 +533,7 @@ class Trainer:
         if state != "done" and not os.access(self.out, os.W_OK):
             raise ReadOnlyRunError(f"out {self.out} is not writable; choose a writable --out, or make the "
                                    f"directory writable.")
+        self.found = state
         return state
 
     def _make_out(self) -> None:
@@ -496,6 +542,9 @@ class Trainer:
         try:
             self.out.mkdir(parents=True, exist_ok=True)
         except FileExistsError:
+            if self.out.is_symlink() and not self.out.exists():
+                raise ValueError(f"out {self.out} is a dangling symlink (to {os.readlink(self.out)}, which does not "
+                                 f"exist); remove the link, or point it at a folder.") from None
             raise ValueError(f"out {self.out} is a file, not a directory; choose another --out.") from None
         except NotADirectoryError:
             raise ValueError(f"out {self.out} lies under a file; choose another --out.") from None
@@ -554,6 +603,7 @@ class Trainer:
                 self.epoch = epoch
                 self.wall_time += time.perf_counter() - start
                 if main:
+                    self._lock.check_in_place()        # moved or renamed meanwhile: stop, write nothing more
                     self.save_checkpoint()
                     runs.write_json(self.out / runs.HISTORY, self.history)
                 distributed.barrier()
@@ -565,6 +615,7 @@ class Trainer:
                                           test_ece=f"{record['test']['ece']:.3f}")
             if not main:
                 return None
+            self._lock.check_in_place()
             self._final_logits()
             runs.write_json(self.out / runs.META, self._meta(finished=True, discarded=discard))
             for name in discard:

@@ -77,8 +77,8 @@ def book_not_built(why: str) -> None:
 #: The files of the test suite by the CPU time they took in a cold `make test` (core-seconds, 2 cores, stop 39), the
 #: longest first; the files not named here take a few seconds or less.
 LONGEST_FILES = ("test_chapters.py", "test_course.py", "test_distributed.py", "test_experiments.py",
-                 "test_book.py", "test_browser.py", "test_posthoc.py", "test_train.py", "test_runs.py",
-                 "test_layers.py", "test_exercises.py", "test_packaging.py")
+                 "test_book.py", "test_chapter_parameters.py", "test_browser.py", "test_posthoc.py", "test_train.py",
+                 "test_runs.py", "test_layers.py", "test_exercises.py", "test_packaging.py")
 #: A short file that pytest-xdist hands to the worker of tests/test_chapters.py with it (each worker holds a second
 #: file in advance), which waits until the book is built and checked.
 WAITS_BEHIND_THE_BOOK = "test_api_reference.py"
@@ -103,3 +103,166 @@ def pytest_collection_modifyitems(config, items):
         return (1, 0, order[name])
 
     items.sort(key=position)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The phase table printed at the end of `make test` (issue 45, item 3): where the time of a run went, so that two
+# machines' runs can be compared phase by phase. Each worker measures every test's wall time and the CPU time of its
+# process and of the processes it waited for (chapter kernels, Sphinx, Chromium, graders); the chapters' test reports
+# its two parts (executing the chapters, building the editions) itself, through ``record_phase``.
+# ---------------------------------------------------------------------------------------------------------------------
+
+#: The phases of the table, in its order, and the tests that make each up (a test not named falls in "library tests").
+PHASES = ("setup", "chapters", "builds", "browser check", "book checks", "course", "library tests")
+_PHASE_OF_FILE = {"test_course.py": "course"}
+_PHASE_OF_TEST = {"test_every_built_page_reads_well_in_a_browser": "browser check"}
+
+
+def phase_of(nodeid: str) -> str:
+    """The phase a test belongs to, by its node id."""
+    path, _, name = nodeid.partition("::")
+    name = name.split("[")[0]
+    file = path.rsplit("/", 1)[-1]
+    if name in _PHASE_OF_TEST:
+        return _PHASE_OF_TEST[name]
+    if file == "test_chapters.py":
+        return "book checks"
+    return _PHASE_OF_FILE.get(file, "library tests")
+
+
+def _cpu_seconds() -> float:
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.fixture
+def record_phase(request):
+    """``record_phase(name, wall_s, cpu_s)``: a part of a test counted under phase ``name`` in the phase table (and
+    no longer under the test's own phase)."""
+    def record(name: str, wall_s: float, cpu_s: float) -> None:
+        request.node.user_properties.append(("phase", (name, wall_s, cpu_s)))
+    return record
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    import time
+
+    wall, cpu = time.perf_counter(), _cpu_seconds()
+    item.user_properties.append(("phase-start", (wall, cpu)))
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    import time
+
+    outcome = yield
+    report = outcome.get_result()
+    if call.when == "teardown":
+        start = dict(item.user_properties).get("phase-start")
+        if start:
+            report.user_properties.append(("phase-total", (time.perf_counter() - start[0],
+                                                           _cpu_seconds() - start[1])))
+
+
+class _PhaseTable:
+    def __init__(self):
+        self.rows = {name: [0, 0.0, 0.0] for name in PHASES}        # tests, worker-seconds, CPU core-seconds
+
+    def add(self, report) -> None:
+        props = [p for p in report.user_properties if isinstance(p, (list, tuple)) and len(p) == 2]
+        total = next((v for k, v in props if k == "phase-total"), None)
+        if total is None:
+            return
+        wall, cpu = total
+        for key, value in props:
+            if key == "phase":
+                name, part_wall, part_cpu = value
+                self.rows[name][1] += part_wall
+                self.rows[name][2] += part_cpu
+                wall, cpu = wall - part_wall, cpu - part_cpu
+        row = self.rows[phase_of(report.nodeid)]
+        row[0] += 1
+        row[1] += max(0.0, wall)
+        row[2] += max(0.0, cpu)
+
+
+_TABLE = _PhaseTable()
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "teardown":
+        _TABLE.add(report)
+
+
+def _setup_seconds(root: Path, session_start: float):
+    """The seconds `make test` spent before pytest started (the venv, the install, data and browser), from the
+    clock the Makefile's test-clock target writes; None when pytest was started otherwise."""
+    clock = root / "_build" / ".test-clock"
+    try:
+        started = float(clock.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return session_start - started if 0 <= session_start - started < 24 * 3600 else None
+
+
+def pytest_sessionstart(session):
+    import time
+
+    session.config._calib_started = time.time()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The phase table: per phase the tests, the time the workers spent in it (the chapters' and the builds' own,
+    measured inside the chapters' test) and the CPU time of its processes; then the run's wall time, the machine, and
+    where the same table is written (``_build/test-phases.json``)."""
+    import json
+    import platform
+    import time
+
+    if hasattr(config, "workerinput"):
+        return
+    started = getattr(config, "_calib_started", time.time())
+    root = Path(__file__).resolve().parents[1]
+    setup = _setup_seconds(root, started)
+    wall = time.time() - started
+    rows = dict(_TABLE.rows)
+    if not any(r[0] for r in rows.values()):
+        return
+    from calib._reproducible import cpu_vendor
+
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").is_file() \
+        else platform.processor()
+    try:
+        load = f"{os.getloadavg()[0]:.1f}"
+    except (AttributeError, OSError):
+        load = "?"
+    write = terminalreporter.write_line
+    write("")
+    write(f"make test, phase by phase ({model}, {cpu_vendor()}, {os.cpu_count()} cores, load average {load} at the "
+          f"end):")
+    write(f"  {'phase':<15}{'tests':>7}{'worker s':>10}{'CPU s':>9}")
+    if setup is not None:
+        write(f"  {'setup':<15}{'':>7}{setup:>10.1f}{'':>9}")
+    for name in PHASES[1:]:
+        n, w, c = rows[name]
+        if n or w:
+            write(f"  {name:<15}{n if n else '':>7}{w:>10.1f}{c:>9.1f}")
+    busy = sum(r[1] for r in rows.values())
+    write(f"  {'pytest (wall)':<15}{'':>7}{wall:>10.1f}{sum(r[2] for r in rows.values()):>9.1f}   "
+          f"(worker time {busy:.0f} s over the workers)")
+    if setup is not None:
+        write(f"  {'make test':<15}{'':>7}{setup + wall:>10.1f}")
+    out = root / "_build" / "test-phases.json"
+    try:
+        out.parent.mkdir(exist_ok=True)
+        out.write_text(json.dumps({"machine": model, "vendor": cpu_vendor(), "cores": os.cpu_count(),
+                                   "setup_s": setup, "pytest_wall_s": wall,
+                                   "phases": {k: {"tests": v[0], "worker_s": v[1], "cpu_s": v[2]}
+                                              for k, v in rows.items()}}, indent=1) + "\n")
+    except OSError:
+        pass

@@ -26,16 +26,18 @@ import calib_book
 ROOT = Path(__file__).resolve().parents[1]
 API = ROOT / "book" / "api"
 
-#: The public modules of calib (issue 12): the packages calib.metrics, calib.posthoc, calib.losses, calib.focal and
-#: calib.symbolic only re-export these.
+#: The public modules of calib (issue 12): the packages calib.metrics, calib.posthoc, calib.losses, calib.focal,
+#: calib.stats and calib.symbolic only re-export these.
 PUBLIC_MODULES = [
     "calib.metrics.binned", "calib.metrics.scores", "calib.metrics.risk_coverage", "calib.metrics.registry",
-    "calib.metrics.streaming",
+    "calib.metrics.streaming", "calib.metrics.resampling",
+    "calib.stats.intervals", "calib.stats.test_set", "calib.stats.decisions", "calib.stats.ranks",
+    "calib.stats.effects",
     "calib.posthoc.temperature", "calib.posthoc.focal_temperature", "calib.posthoc.grid", "calib.posthoc.registry",
     "calib.losses.functional", "calib.losses.batch", "calib.losses.registry",
     "calib.focal.gradient", "calib.focal.schedules", "calib.focal.optimum", "calib.focal.calibration_map",
     "calib.focal.numerics",
-    "calib.soft_binning", "calib.stats", "calib.simulate", "calib.selective", "calib.data", "calib.toy_data",
+    "calib.soft_binning", "calib.simulate", "calib.selective", "calib.data", "calib.toy_data",
     "calib.dataset_files", "calib.models", "calib.small_training", "calib.run_config", "calib.train", "calib.distributed", "calib.runs", "calib.experiments",
     "calib.plots", "calib.symbolic.base", "calib.symbolic.mukhoti", "calib.symbolic.charoenphakdee",
     "calib.symbolic.zhou", "calib.symbolic.komisarenko", "calib.symbolic.karandikar", "calib.published", "calib.cli",
@@ -45,12 +47,12 @@ PUBLIC_MODULES = [
 BOOK_MODULES = ["calib_book.claims", "calib_book.notebook", "calib_book.linear_toy", "calib_book.exercises",
                 "calib_book.pages", "calib_book.browser", "calib_book.cache", "calib_book.student", "calib_book.runner",
                 "calib_book.pdf", "calib_book.paths", "calib_book.course_check", "calib_book.leaks",
-                "calib_book.course"]
+                "calib_book.course", "calib_book.timeouts"]
 ANSWER_KEY = "calib_book.answers"
 #: Modules that are not documented: the package roots (their names are the submodules' re-exports) and the entry
 #: point. Private modules (a name starting with "_") are left out as well.
 NOT_DOCUMENTED = {"calib", "calib.metrics", "calib.posthoc", "calib.losses", "calib.focal", "calib.symbolic",
-                  "calib.__main__"}
+                  "calib.stats", "calib.__main__"}
 
 _BLOCK = re.compile(r"```\{eval-rst\}\n(.*?)```", re.S)
 _DIRECTIVE = re.compile(r"^\.\. automodule::\s*(\S+)\s*\n((?:[ \t]+:[^\n]*\n?)*)", re.M)

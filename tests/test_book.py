@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from calib_book import claims, runner
+from calib_book.timeouts import scaled  # a subprocess's time limit, scaled by the machine's load
 
 HEADER = textwrap.dedent("""\
     ---
@@ -278,9 +279,10 @@ def _calib_book(root, *argv):
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
-def _wait_for(path, timeout=120):
+def _wait_for(path, timeout=None):
     import time
 
+    timeout = scaled(120) if timeout is None else timeout
     deadline = time.monotonic() + timeout
     while not (path.is_file() and path.read_text()):
         assert time.monotonic() < deadline, f"{path} did not appear within {timeout} s"
@@ -298,17 +300,17 @@ def test_a_second_run_on_the_same_build_folder_is_refused_at_once_naming_the_fir
     holder = _wait_for(root / "_build" / runner.BuildLock.NAME)
     start = time.monotonic()
     second = _calib_book(root, "run", "--only", "01-slow")
-    out, err = second.communicate(timeout=60)
+    out, err = second.communicate(timeout=scaled(60))
     refused_after = time.monotonic() - start
     assert second.returncode == 1, (out, err)
     assert err.startswith("calib: error:") and "in use by another calib book run or build" in err, err
     assert f"pid {first.pid}" in holder and f"pid {first.pid}" in err and err.count("\n") == 1, err
     assert first.poll() is None and refused_after < 30      # refused while the first still runs
-    assert first.wait(timeout=120) == 0, first.communicate()
+    assert first.wait(timeout=scaled(120)) == 0, first.communicate()
     ledger = [json.loads(line) for line in (root / "_build" / "claims.jsonl").read_text().splitlines()]
     assert sorted(r["id"] for r in ledger) == ["paper/one", "paper/two"]
     build = _calib_book(root, "build")                        # a build waits for nobody: the run is over
-    assert "in use" not in build.communicate(timeout=120)[1]
+    assert "in use" not in build.communicate(timeout=scaled(120))[1]
 
 
 def test_ctrl_c_to_the_runner_alone_ends_in_one_line_and_exit_130(tmp_path):
@@ -323,7 +325,7 @@ def test_ctrl_c_to_the_runner_alone_ends_in_one_line_and_exit_130(tmp_path):
     run = _calib_book(root, "run", "--only", "01-slow")
     kernel = int(_wait_for(root / "started"))
     run.send_signal(signal.SIGINT)
-    out, err = run.communicate(timeout=60)
+    out, err = run.communicate(timeout=scaled(60))
     assert run.returncode == 130, (out, err)
     assert err.startswith("calib: interrupted;") and err.count("\n") == 1, err
     assert "Traceback" not in err + out and "ZMQError" not in err
@@ -494,7 +496,7 @@ def test_an_unchanged_chapter_is_reused_with_its_claims_and_timing_and_executed_
     assert f"01-good: reused (its last execution took {timing['seconds']:.1f} s), 1 claims" in out
     assert re.search(r"01-good +[\d.]+ +1  reused", out) and "1 of 1 chapters reused" in out
 
-    (build / "claims.jsonl").unlink()                   # a whole run starts the ledger afresh: the claim comes back
+    (build / "claims.jsonl").unlink()                   # a lost ledger: reusing the chapter puts its claim back
     runner.run_chapter(tiny_book, "01-good", parameters={"seed": 7})
     assert (build / "claims.jsonl").read_bytes() == ledger
 
@@ -646,7 +648,7 @@ def test_ctrl_c_to_a_run_of_two_at_once_stops_both_kernels_and_ends_in_one_line(
     run = _calib_book(root, "run", "--jobs", "2")
     kernels = [int(_wait_for(root / f"started-{i}")) for i in (1, 2)]
     run.send_signal(signal.SIGINT)
-    out, err = run.communicate(timeout=60)
+    out, err = run.communicate(timeout=scaled(60))
     assert run.returncode == 130, (out, err)
     assert err.startswith("calib: interrupted;") and err.count("\n") == 1, err
     assert "Traceback" not in err + out
@@ -664,3 +666,175 @@ def test_ctrl_c_to_a_run_of_two_at_once_stops_both_kernels_and_ends_in_one_line(
     assert not any(timings[n]["ok"] for n in names)
     assert not list((root / "_build" / "cache").glob("*.json"))          # nothing to reuse
     assert not list((root / "_build").glob("claims.*.running.jsonl"))
+
+
+def _no_jupyter_book(monkeypatch):
+    """Make build_book stop where it would start jupyter-book (the check of the ledger comes before it)."""
+    class Started(Exception):
+        pass
+
+    def popen(*args, **kwargs):
+        raise Started("jupyter-book would start here")
+
+    monkeypatch.setattr(runner.subprocess, "Popen", popen)
+    return Started
+
+
+def test_a_run_interrupted_while_reusing_chapters_keeps_every_chapters_claims(tmp_path, monkeypatch):
+    """Issue 45, section 4, item 1: a full run deleted _build/claims.jsonl first, so a Ctrl-C while it reused the
+    chapters left the ledger with only the chapters reused before it (53 of 248 claims), which `calib book build`
+    published. Now the ledger is never emptied: each chapter's records are replaced when it succeeds or is reused."""
+    root, names = _parallel_book(tmp_path / "book", chapters=3, seconds=0)
+    runner.run_book(root)
+    ledger = root / "_build" / "claims.jsonl"
+    before = ledger.read_bytes()
+    assert len(before.splitlines()) == 6
+    reuse = runner._reuse
+
+    def interrupted_at_the_second(root_, name, *args):
+        if name == names[1]:
+            raise KeyboardInterrupt
+        return reuse(root_, name, *args)
+
+    monkeypatch.setattr(runner, "_reuse", interrupted_at_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_book(root)
+    assert ledger.read_bytes() == before                     # every chapter's last successful records, in order
+
+
+def test_the_build_refuses_a_ledger_that_lacks_a_chapters_claims_and_says_to_run(tmp_path, monkeypatch):
+    """Issue 45, section 4, item 1: `calib book build` exited 0 on a ledger holding a fraction of the claims. Now a
+    chapter whose records are not those its last successful run recorded, or records of a chapter not in _toc.yml,
+    stop the build before jupyter-book starts, naming them and the fix; `calib book run` puts them back."""
+    root, names = _parallel_book(tmp_path / "book", chapters=2, seconds=0)
+    runner.run_book(root)
+    started = _no_jupyter_book(monkeypatch)
+    ledger = root / "_build" / "claims.jsonl"
+    whole = ledger.read_text()
+    claims.drop_chapter(ledger, names[1])
+    with pytest.raises(runner.ChapterError) as info:
+        runner.build_book(root)
+    assert str(info.value) == (
+        "_build/claims.jsonl is not the chapters' last successful runs: the ledger lacks the claims of chapter 02-c2 "
+        "(0 of the 2 claims its last successful run recorded). Run `calib book run` (it reuses every unchanged chapter "
+        "and puts its claims back), then build.")
+    lines = whole.splitlines()
+    ledger.write_text("\n".join(lines[:1] + lines[2:]) + "\n" + json.dumps({**json.loads(lines[0]),
+                                                                            "chapter": "interactive"}) + "\n")
+    with pytest.raises(runner.ChapterError, match=r"lacks the claims of chapter 01-c1 \(1 of the 2 claims .*; it holds "
+                                                  r"claims of interactive, not a chapter of _toc.yml\. Run `calib book "
+                                                  r"run`"):
+        runner.build_book(root)
+    runs = runner.run_book(root)                             # reuses both, puts their claims back, drops the others
+    assert all(r.reused for r in runs) and ledger.read_text() == whole
+    with pytest.raises(started):                             # past the check: jupyter-book would start
+        runner.build_book(root)
+
+
+def test_a_killed_runs_temporary_records_are_removed_by_the_next_run_but_not_a_running_ones(tmp_path):
+    """Issue 45, section 4, item 1: a killed run left its claims.<chapter>.*.running.jsonl files in _build/ for
+    good. The next run (which holds the build lock, so no other run is going) removes them before it starts a
+    chapter; a chapter run inside a run that holds the lock (two at once) leaves the others' files alone."""
+    root, names = _parallel_book(tmp_path / "book", chapters=1, seconds=0)
+    runner.run_book(root)
+    build = root / "_build"
+    stale = [build / f"claims.{names[0]}.k1ll3d.running.jsonl", build / "claims.99-gone.x.running.jsonl"]
+    for path in stale:
+        path.write_text('{"id": "paper/half", "chapter": "01-c1"}\n')
+    runner.run_book(root)
+    assert not [p for p in stale if p.exists()]
+    with runner.BuildLock(root):                             # a run of this process holds the lock: a chapter of it
+        going = build / f"claims.{names[0]}.g01ng.running.jsonl"     # is executing and writing this file
+        going.write_text("")
+        runner.run_chapter(root, names[0])
+        assert going.exists()
+
+
+def test_the_key_holds_the_versions_of_sympy_and_mpmath(tiny_book, monkeypatch):
+    """Issue 45, section 4, item 2(b): chapters 02, 03, 06 and 07 derive with sympy and mpmath, whose versions the
+    key left out, so an upgrade reused their results. Each version now changes the key."""
+    import importlib.metadata
+
+    from calib_book import cache
+
+    assert {"sympy", "mpmath"} <= set(cache.versions())
+    base = _key(tiny_book)
+    real = importlib.metadata.version
+    for package in ("sympy", "mpmath"):
+        monkeypatch.setattr(importlib.metadata, "version", lambda name, p=package: "0.0" if name == p else real(name))
+        assert _key(tiny_book) != base, package
+        monkeypatch.setattr(importlib.metadata, "version", real)
+    assert _key(tiny_book) == base
+
+
+def test_the_key_holds_the_variables_that_choose_the_inputs_and_a_fingerprint_of_the_data_files(tiny_book, tmp_path,
+                                                                                              monkeypatch):
+    """Issue 45, section 4, item 2(c): the key left out CALIB_DATA and CALIB_BOOK_ROOT, which choose the dataset and
+    the stored results a chapter reads, and never looked at the data files. Now their values are in the key, the
+    stored results under CALIB_BOOK_ROOT are digested, and each dataset file the chapter's source names is
+    fingerprinted (path, size, modification time, first and last MB): a file edited in place, touched or found
+    elsewhere changes the key; a chapter that names no dataset is not keyed on it."""
+    import os
+
+    from calib.dataset_files import SOURCES
+    from calib_book import cache
+    from conftest import write_tiny_fashion_mnist
+
+    for name in ("CALIB_DATA", "CALIB_BOOK_ROOT"):
+        monkeypatch.delenv(name, raising=False)
+    source = tiny_book / "chapters" / "01-good.md"
+    source.write_text(source.read_text() + '\nIt trains on `load_dataset("fashion-mnist")`.\n')
+    home = tmp_path / "data"
+    write_tiny_fashion_mnist(home / "fashion-mnist", n_train=200, n_test=50)
+    monkeypatch.setenv("CALIB_DATA", str(home))
+    base, other = _key(tiny_book), _key(tiny_book, name="02-bad")
+
+    labels = home / "fashion-mnist" / "t10k-labels-idx1-ubyte.gz"
+    data, stat = labels.read_bytes(), labels.stat()
+    labels.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))             # edited in place: same size, same time
+    os.utime(labels, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert _key(tiny_book) != base and _key(tiny_book, name="02-bad") == other
+    labels.write_bytes(data)
+    os.utime(labels, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert _key(tiny_book) == base
+    os.utime(labels, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))     # touched
+    assert _key(tiny_book) != base
+    os.utime(labels, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+    elsewhere = tmp_path / "elsewhere"                                  # the same files in another cache
+    shutil.copytree(home, elsewhere)
+    monkeypatch.setenv("CALIB_DATA", str(elsewhere))
+    assert _key(tiny_book) != base and _key(tiny_book, name="02-bad") != other
+    monkeypatch.setenv("CALIB_DATA", str(home))
+    assert _key(tiny_book) == base
+
+    stored = tmp_path / "stored"                                         # the stored results another tree holds
+    (stored / "book" / "results" / "01-good").mkdir(parents=True)
+    (stored / "book" / "results" / "01-good" / "run.json").write_text("{}")
+    monkeypatch.setenv("CALIB_BOOK_ROOT", str(stored))
+    pointed = _key(tiny_book)
+    assert pointed != base
+    (stored / "book" / "results" / "01-good" / "run.json").write_text('{"changed": 1}')
+    assert _key(tiny_book) != pointed
+    monkeypatch.delenv("CALIB_BOOK_ROOT")
+
+    components = runner.chapter_key(tiny_book, "01-good", {"profile": "quick", "seed": 0})[1]
+    files = components["datasets"]["fashion-mnist"]
+    assert sorted(files) == sorted(SOURCES["fashion-mnist"])
+    assert all(text.startswith(str((home / "fashion-mnist").resolve())) for text in files.values())
+    assert components["environment"] == {name: os.environ.get(name) for name in cache.INPUT_VARIABLES} == \
+        {"CALIB_DATA": str(home), "CALIB_BOOK_ROOT": None}
+    # the files fingerprinted are those loading reads: the cache first, else Debian's package
+    from calib import dataset_files
+
+    debian = tmp_path / "debian"
+    shutil.copytree(home / "fashion-mnist", debian)
+    monkeypatch.setattr(dataset_files, "DEBIAN_FASHION_MNIST", debian)
+    assert set(dataset_files.installed_files("fashion-mnist").values()) == \
+        {home / "fashion-mnist" / f for f in SOURCES["fashion-mnist"]}
+    monkeypatch.setenv("CALIB_DATA", str(tmp_path / "empty"))
+    assert set(dataset_files.installed_files("fashion-mnist").values()) == {debian / f for f in SOURCES["fashion-mnist"]}
+    assert len(dataset_files.load_fashion_mnist(download=False)[1]) == 200
+    assert dataset_files.installed_files("cifar10") is None                # not installed: nothing downloaded
+    with pytest.raises(ValueError, match="name='mnist' is not a dataset with files; choose one of fashion-mnist"):
+        dataset_files.installed_files("mnist")

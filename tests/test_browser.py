@@ -354,3 +354,66 @@ def test_the_lighter_dom_keeps_what_the_checks_read():
     assert report_full.problems == report_light.problems and len(report_light.problems) == 3   # untypeset, raw TeX, error
     assert (report_full.formulas, report_full.math_errors) == (report_light.formulas, report_light.math_errors) \
         == (2, 1)
+
+
+# ------------------------------------------------------------------ issue 45, item 2: a slow machine is given time
+
+def test_timeouts_scale_with_the_load(monkeypatch):
+    """A timeout measured on an idle machine is multiplied by the load average per core, at least 1 and at most
+    MAX_FACTOR; the error message says what the load was."""
+    import os
+
+    from calib_book import timeouts
+
+    cores = os.cpu_count() or 1
+    monkeypatch.setattr(os, "getloadavg", lambda: (14.0 * cores / 2, 0.0, 0.0))
+    assert timeouts.scaled(120) == pytest.approx(120 * 7.0)
+    assert "load average" in timeouts.describe_load() and f"on {cores} cores" in timeouts.describe_load()
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.1, 0.0, 0.0))
+    assert timeouts.scaled(120) == 120                                    # never less than measured idle
+    monkeypatch.setattr(os, "getloadavg", lambda: (1e6, 0.0, 0.0))
+    assert timeouts.scaled(1) == timeouts.MAX_FACTOR
+
+
+def _slow_chromium(tmp_path, chromium, stalls: int):
+    """A chromium that stalls (sleeps past any test timeout) on its first ``stalls`` launches, then runs."""
+    count = tmp_path / "launches"
+    script = tmp_path / "slow-chromium"
+    script.write_text(f"""#!/bin/sh
+n=$(cat {count} 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {count}
+if [ $n -le {stalls} ]; then exec sleep 60; fi
+exec {chromium} "$@"
+""")
+    script.chmod(0o755)
+    return script, count
+
+
+@pytest.mark.skipif(browser.find_chromium() is None, reason="no chromium on the PATH")
+def test_a_launch_that_runs_out_of_time_is_retried_alone_with_more_time(site, tmp_path, monkeypatch):
+    """Under load a Chromium launch of several pages ran past its fixed 120 s and the whole-book check failed. Now the
+    launch's time scales with the load, and a launch that still runs out of it is retried once, each page alone with
+    RETRY_FACTOR times as long: here the first launch stalls, and the pages are checked all the same."""
+    from calib_book import timeouts
+
+    (site / "second.html").write_text(page(CLEAN_BODY))
+    slow, count = _slow_chromium(tmp_path, browser.find_chromium(), stalls=1)
+    monkeypatch.setattr(browser, "RENDER_TIMEOUT_S", 3)
+    monkeypatch.setattr(timeouts, "RETRY_FACTOR", 10)
+    monkeypatch.setattr(timeouts, "load_factor", lambda: 1.0)
+    reports = browser.check_pages([site / "index.html", site / "second.html"], site, str(slow))
+    assert [r.ok for r in reports] == [True, True], [r.problems for r in reports]
+    assert int(count.read_text()) == 3                  # the stalled launch, then each page alone
+
+
+@pytest.mark.skipif(browser.find_chromium() is None, reason="no chromium on the PATH")
+def test_a_page_that_never_renders_is_named_with_the_time_it_had(site, tmp_path, monkeypatch):
+    from calib_book import timeouts
+
+    slow, _ = _slow_chromium(tmp_path, browser.find_chromium(), stalls=99)
+    monkeypatch.setattr(browser, "RENDER_TIMEOUT_S", 1)
+    monkeypatch.setattr(timeouts, "RETRY_FACTOR", 2)
+    monkeypatch.setattr(timeouts, "load_factor", lambda: 1.0)
+    with pytest.raises(browser.RenderTimeout, match=r"the audit of \S*index\.html at 1280, 412 px within 2 s of wall "
+                                                    r"time \(load average .*\), retried alone after a launch of 1 "
+                                                    r"page\(s\) had run out of 1 s"):
+        browser.check_pages([site / "index.html"], site, str(slow))

@@ -5,6 +5,7 @@ wheel with a control, and the book locator (calib_book.paths) from a student's f
 import json
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import sympy
 
 from calib_book import course, course_check, leaks, paths
 from calib_book.answers import Expected
+from calib_book.timeouts import scaled  # a time limit, scaled by the machine's load
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -138,7 +140,7 @@ def test_autograder_gives_the_points_of_the_parts_that_are_right(built, tmp_path
     chapter = "02-focal-gradient"
     submission = tmp_path / "first-right.ipynb"
     nbformat.write(course.planted_submission(chapter, "first-right"), submission)
-    points = course.grade(built / "autograder" / f"{chapter}.zip", submission)
+    points = course.grade(built / "autograder" / f"{chapter}.zip", submission).points
     first = {}
     for p in course.key_parts_cached(chapter):
         first.setdefault(p.label, getattr(p.spec, "points", 1))
@@ -155,6 +157,188 @@ def test_public_test_runs_from_the_students_folder(built, monkeypatch):
     assert grader.check(label, global_env={course.answer_variable(label): right}).passed_all
     wrong = {k: v * 1.01 for k, v in right.items()}
     assert not grader.check(label, global_env={course.answer_variable(label): wrong}).passed_all
+
+
+# --- grading: time limits, a dead kernel, and the hidden tests out of the submission's reach (issue 45) ------------
+
+GRADED = "02-focal-gradient"
+
+
+def _answer_cell(label: str) -> str:
+    """The cell that gives exercise ``label`` of GRADED the key's answers as plain Python values (no import)."""
+    parts = [p for p in course.key_parts_cached(GRADED) if p.label == label]
+    values = {p.part: p.value if isinstance(p.value, str) else np.asarray(p.value, dtype=float).tolist() for p in parts}
+    return f"{course.answer_variable(label)} = {values!r}"
+
+
+def _grade_cells(built, tmp_path, cells, **limits):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    submission = tmp_path / "submission.ipynb"
+    nbformat.write(nb, submission)
+    return course.grade(built / "autograder" / f"{GRADED}.zip", submission, **limits)
+
+
+def _none_but(label: str | None = None) -> dict:
+    """The points of GRADED's exercises when only ``label`` (or none) is right."""
+    points = {p.label: 0.0 for p in course.key_parts_cached(GRADED)}
+    if label is not None:
+        points[label] = float(sum(p.points for p in course.key_parts_cached(GRADED) if p.label == label))
+    return points
+
+
+def test_a_cell_past_its_time_limit_is_interrupted_and_the_rest_is_graded(built, tmp_path):
+    """Before: grade() had no time limit, and a submission with an endless loop never returned (otter run waited on
+    it). Now the cell is interrupted at its limit, the exercise it would have answered scores 0, the others count,
+    and a note says why."""
+    loop = "import time\nwhile True:\n    time.sleep(0.05)\n"
+    start = time.monotonic()
+    result = _grade_cells(built, tmp_path, [loop + _answer_cell("ex-batch-by-hand"),
+                                            _answer_cell("ex-multiclass-entropy")], cell_timeout=scaled(3))
+    assert result.points == _none_but("ex-multiclass-entropy")
+    assert result.notes == ("code cell 1 ran past its time limit (3 s) and was interrupted: the answers it would "
+                            "have given are missing",)
+    assert time.monotonic() - start < 120
+
+
+def test_a_cell_that_ignores_the_interrupt_ends_the_run_and_scores_zero(built, tmp_path, monkeypatch):
+    """A loop that swallows the interrupt: its kernel is killed after the grace period, and the submission scores 0
+    (the answers of the cell before it are lost with the kernel), with a note."""
+    monkeypatch.setattr(course, "INTERRUPT_GRACE_S", 2)
+    loop = "import time\nwhile True:\n    try:\n        time.sleep(0.05)\n    except KeyboardInterrupt:\n        pass\n"
+    result = _grade_cells(built, tmp_path, [_answer_cell("ex-multiclass-entropy"), loop], cell_timeout=scaled(3))
+    assert result.points == _none_but() and result.total == 0
+    assert result.notes[-1] == "code cell 2 did not stop within 2 s of the interrupt: its kernel was killed, the " \
+                               "submission scores 0"
+
+
+def test_a_submission_that_kills_its_kernel_scores_zero_with_a_note(built, tmp_path):
+    """Before: a submission calling os._exit raised DeadKernelError out of grade(); now it scores 0 and says why."""
+    result = _grade_cells(built, tmp_path, [_answer_cell("ex-batch-by-hand"), "import os\nos._exit(0)"])
+    assert result.points == _none_but()
+    assert result.possible == {label: float(sum(p.points for p in course.key_parts_cached(GRADED) if p.label == label))
+                               for label in _none_but()}
+    assert result.notes == ("the kernel died in code cell 2 (os._exit, exit(), a crash or no memory left): the "
+                            "answers are lost, the submission scores 0",)
+
+
+#: A submission that reads the hidden tests from disk (otter run copied them to tests/ beside it) and answers with
+#: their expected values.
+READ_HIDDEN_TESTS = '''import glob, re, sympy
+for path in sorted(set(glob.glob("**/tests/*.py", recursive=True) + glob.glob("../**/tests/*.py", recursive=True))):
+    source = open(path).read()
+    if "HIDDEN =" not in source:
+        continue
+    space = {}
+    exec(source, space)
+    answers = {}
+    for part, spec in space["HIDDEN"].items():
+        if spec["rule"] == "value":
+            answers[part] = sympy.sympify(spec["expected"]) if spec["symbols"] is not None else spec["expected"]
+        elif spec["rule"] == "any-of":
+            answers[part] = spec["expected"][0]
+    globals()[re.sub(r"\\W", "_", space["name"])] = answers
+'''
+
+
+def test_a_submission_that_reads_the_hidden_tests_scores_nothing(built, tmp_path, monkeypatch):
+    """Before: under otter run the hidden tests lay in tests/ beside the submission, and this one scored 11 of 15
+    points without answering. Now they are never on disk where it runs. The control: given the files, the same cell
+    does find the answers that score."""
+    result = _grade_cells(built, tmp_path, [READ_HIDDEN_TESTS])
+    assert result.points == _none_but() and result.notes == ()
+    tests = course._hidden_tests(built / "autograder" / f"{GRADED}.zip")
+    control = tmp_path / "control"
+    (control / "tests").mkdir(parents=True)
+    for label, source in tests.items():
+        (control / "tests" / f"{label}.py").write_text(source)
+    monkeypatch.chdir(control)
+    space = {}
+    exec(READ_HIDDEN_TESTS, space)
+    answers = {name: course._encode_answer(value) for name, value in space.items() if name.startswith("ex_")}
+    graded = course._apply_hidden_tests(tests, answers, 60)["results"]
+    assert sum(r["score"] for r in graded.values()) == 11
+
+
+#: A wrong submission that makes numpy.allclose and sympy.simplify say "equal", and makes otter's test runner pass
+#: every case where otter is loaded in its kernel (otter run loads it there).
+PATCH_THE_GRADER = '''import dataclasses, sys
+import numpy as np, sympy
+np.allclose = lambda *a, **k: True
+sympy.simplify = lambda *a, **k: sympy.Integer(0)
+if "otter" in sys.modules:
+    import otter.test_files.exception_test as exception_test
+    _run = exception_test.ExceptionTestFile.run
+    def _passes(self, env):
+        _run(self, env)
+        self.test_case_results = [dataclasses.replace(r, passed=True) for r in self.test_case_results]
+    exception_test.ExceptionTestFile.run = _passes
+'''
+
+
+def test_a_submission_that_patches_the_comparisons_and_the_runner_scores_nothing(built, tmp_path):
+    """Before: under otter run the hidden tests ran in the submission's kernel, and this wrong submission scored 15
+    of 15 points (10 with the comparisons patched alone). Now they run in another process, on its answers as
+    data."""
+    nb = course.planted_submission(GRADED, "wrong")
+    result = _grade_cells(built, tmp_path, [c.source for c in nb.cells] + [PATCH_THE_GRADER])
+    assert result.points == _none_but() and result.notes == ()
+
+
+#: A text answer that sympy's parser (sympify) runs as code: it patches the comparisons of the process it runs in.
+PATCHING_TEXT = ('exec("import numpy, sympy; numpy.allclose = lambda *a, **k: True; '
+                 'sympy.simplify = lambda *a, **k: 0") or p')
+
+
+def test_a_text_answer_that_sympy_would_run_as_code_runs_only_in_the_submissions_kernel(built, tmp_path):
+    """A symbolic part's hidden test sympifies the answer, and sympify runs a text as code: under otter run this
+    wrong submission scored 5 of 15 points (the text patched the comparisons in its kernel, before the later tests),
+    and 2 when the grader's process sympified text answers itself. The kernel now parses the text, and the grader
+    reads the expression it got."""
+    nb = course.planted_submission(GRADED, "wrong")
+    cells = [c.source for c in nb.cells] + [f"ex_entropy_bound['slope'] = {PATCHING_TEXT!r}"]
+    result = _grade_cells(built, tmp_path, cells)
+    assert result.points == _none_but() and result.notes == ()
+
+
+def test_answers_reach_the_grader_as_data_that_runs_no_code(tmp_path):
+    """The answers cross from the submission's kernel to the hidden tests' process as JSON: numbers, text, arrays
+    and sympy trees come back equal; a node that is not a sympy class, a float that is not a number, an object array
+    are refused; a type the encoder does not know arrives as unreadable, fails its test and gets a note."""
+    g = sympy.Symbol("gamma", positive=True)
+    x = sympy.Symbol("x")
+    values = [0.25, 3, True, np.bool_(False), "Negative", None, ..., (0.1, 0.3), [1, [2.5, "a"]], {"k": 1.5},
+              np.float64(0.5), np.int32(7), 1 + 2j, np.array([[1.0, 2.0]]), np.array([1, 2], dtype=np.int64),
+              np.array([True]), np.array([1 + 1j]), sympy.exp(-g) / (1 + g), sympy.Rational(1, 3) * sympy.pi,
+              sympy.Float("0.1", 30) * x, sympy.Piecewise((x, x > 0), (0, True)), sympy.oo, sympy.Matrix([[1, x]])]
+    for value in values:
+        back = course._decode_answer(json.loads(json.dumps(course._encode_answer(value))))
+        expected = value.item() if isinstance(value, np.generic) else value      # a numpy scalar comes back plain
+        assert isinstance(back, type(expected)) and (np.array_equal(back, value) if isinstance(value, np.ndarray)
+                                                     else back == expected), value
+        if isinstance(value, np.ndarray):
+            assert back.dtype == value.dtype
+    assert course._decode_answer(course._encode_answer(range(2))).what == "a builtins.range"
+    # a text answer: sympy reads the expression the kernel parsed, never parses the text (its parser runs code)
+    text = course._decode_answer(json.loads(json.dumps(course._encode_answer("exp(-p)/(1 + p)"))))
+    q = sympy.Symbol("p")
+    assert text == "exp(-p)/(1 + p)" and sympy.sympify(text) == sympy.exp(-q) / (1 + q)
+    with pytest.raises(TypeError, match="not an expression"):
+        sympy.sympify(course._decode_answer({"type": "str", "value": "__import__('os').getcwd()"}))
+    for crafted in ({"type": "node", "value": "sympify", "args": [{"type": "integer", "value": 1}]},
+                    {"type": "node", "value": "exp", "args": [{"type": "str", "value": "__import__('os')"}]},
+                    {"type": "sympy-float", "value": "__import__('os').getcwd()", "precision": 53},
+                    {"type": "array", "dtype": "O", "value": [1]}, {"type": "pickle", "value": "gASVAA=="}):
+        with pytest.raises(ValueError):
+            course._decode_answer(crafted)
+    parts = [_part(0.5)]
+    tests = {label: course.test_file(label, parts, hidden=True) for label in ("ex-x", "ex-y")}
+    answers = {"ex_x": course._encode_answer({"answer": np.float64(0.5)}),
+               "ex_y": course._encode_answer({"answer": range(2)})}
+    graded = course._apply_hidden_tests(tests, answers, 60)
+    assert graded["results"] == {"ex-x": {"score": 1.0, "possible": 1.0}, "ex-y": {"score": 0.0, "possible": 1.0}}
+    assert graded["notes"] == ["ex_y['answer']: the grader cannot read a builtins.range; give a number, an array, a "
+                               "string, True/False or a sympy expression"]
 
 
 # --- the leak scan --------------------------------------------------------------------------------------------------

@@ -1,10 +1,13 @@
 """Training across processes (calib.distributed, calib.train with torchrun): 2 gloo ranks on the CPU give the
-logits of one process, a killed 2-rank run resumes, and rank 0's errors reach every rank."""
+logits of one process, a killed 2-rank run resumes, rank 0's errors reach every rank, ranks given different
+configurations are refused, and a run trains (resumes, reruns from its meta) only on its number of processes."""
 
 import json
 import os
+import re
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -13,8 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from calib_book.timeouts import scaled  # a subprocess's time limit, scaled by the machine's load
+
 from calib import distributed
-from calib.train import Trainer, TrainConfig, load_run, train
+from calib.train import RunConfigError, Trainer, TrainConfig, config_from_meta, load_run, train
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -89,7 +94,7 @@ def test_two_gloo_ranks_give_the_logits_of_one_process(tiny_fashion, tmp_path, m
     argv = shlex.split(line)
     assert argv[:6] == ["torchrun", "--standalone", "--nproc_per_node", "2", "-m", "calib"]
     command = [sys.executable, "-m", "torch.distributed.run", *argv[1:]]
-    proc = subprocess.run(command, env=_env(), cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(command, env=_env(), cwd=str(tmp_path), capture_output=True, text=True, timeout=scaled(300))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("calib: run in") == 1                 # rank 0 reports, once
     out = tmp_path / TINY["model"] / TINY["loss"] / f"seed{TINY['seed']}"
@@ -106,12 +111,12 @@ def test_two_gloo_ranks_give_the_logits_of_one_process(tiny_fashion, tmp_path, m
         assert np.abs(a[f"{split}_logits"]).max() > 1                # the network has moved away from its start
     np.testing.assert_allclose(two.series("train_loss"), one.series("train_loss"), rtol=1e-5)
     # the same line again: rank 0 finds the run finished and no rank trains
-    again = subprocess.run(command, env=_env(), cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
+    again = subprocess.run(command, env=_env(), cwd=str(tmp_path), capture_output=True, text=True, timeout=scaled(300))
     assert again.returncode == 0 and json.loads((out / "meta.json").read_text())["written"] == two.meta["written"]
     # another config there: rank 0's RunConfigError reaches both ranks, and the run is left alone
     lr = command.index("--lr") + 1
     other = subprocess.run([*command[:lr], "0.1", *command[lr + 1:]], env=_env(), cwd=str(tmp_path),
-                           capture_output=True, text=True, timeout=300)
+                           capture_output=True, text=True, timeout=scaled(300))
     assert other.returncode != 0
     assert other.stderr.count("holds a run of another configuration (lr: 0.3 there, 0.1 here)") == 2, \
         other.stderr[-3000:]
@@ -122,7 +127,7 @@ def test_a_killed_two_rank_run_resumes_and_finishes(tiny_fashion, tmp_path):
     the run ends with the logits of an uninterrupted 2-rank run, to the bit (gloo sums 2 numbers in one order)."""
     cfg = {**TINY, "epochs": 6, "train_subset": 5600, "model": "mlp-256-256"}
     whole = subprocess.run([*_torchrun(), *_args(cfg, tmp_path / "whole")], env=_env(), cwd=str(tmp_path),
-                           capture_output=True, text=True, timeout=300)
+                           capture_output=True, text=True, timeout=scaled(300))
     assert whole.returncode == 0, whole.stderr[-3000:]
     reference = load_run(tmp_path / "whole").logits()
     out = tmp_path / "killed"
@@ -143,10 +148,95 @@ def test_a_killed_two_rank_run_resumes_and_finishes(tiny_fashion, tmp_path):
     assert not meta["finished"] and 1 <= done < 6 and not (out / "logits.npz").exists(), \
         proc.stderr.read().decode()[-3000:]
     resumed = subprocess.run([*_torchrun(), *_args(cfg, out, "--resume")], env=_env(), cwd=str(tmp_path),
-                             capture_output=True, text=True, timeout=300)
+                             capture_output=True, text=True, timeout=scaled(300))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     run = load_run(out)
     assert run.finished and [e["epoch"] for e in run.epochs] == list(range(1, 7))
     got = run.logits()
     for split in ("val", "test"):
         np.testing.assert_array_equal(got[f"{split}_logits"], reference[f"{split}_logits"])
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_ranks_given_different_configurations_are_refused_by_name(tiny_fashion, tmp_path):
+    """Issue 45, item 3: two ranks of one launch given another --seed, --lr and --loss trained silently (meta.json
+    showing rank 0's), another --epochs hung and another --batch-size aborted gloo. Both ranks now stop at once
+    with one error naming each field and its value on each rank, and write nothing."""
+    port, out = _free_port(), tmp_path / "run"
+    flags = [{}, {"seed": 4, "lr": 0.1, "loss": "ce", "epochs": 5, "batch_size": 32}]
+    procs = []
+    for rank in (0, 1):
+        env = {**_env(), "WORLD_SIZE": "2", "RANK": str(rank), "LOCAL_RANK": str(rank), "MASTER_ADDR": "127.0.0.1",
+               "MASTER_PORT": str(port)}
+        procs.append(subprocess.Popen([sys.executable, "-m", "calib", *_args({**TINY, **flags[rank]}, out)], env=env,
+                                      cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      start_new_session=True))
+    try:
+        results = [proc.communicate(timeout=scaled(120)) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    expected = ("calib: error: the 2 processes of this launch were given different configurations (loss: 'fl-3' on "
+                "rank 0, 'ce' on rank 1; epochs: 4 on rank 0, 5 on rank 1; seed: 3 on rank 0, 4 on rank 1; lr: 0.3 "
+                "on rank 0, 0.1 on rank 1; milestones: (2, 3) on rank 0, (2, 4) on rank 1; batch_size: 64 on rank 0, "
+                "32 on rank 1); every process must train the same run. Launch them with one command line: torchrun")
+    for proc, (_, err) in zip(procs, results):
+        assert proc.returncode == 1 and expected in err, err[-3000:]
+    assert not out.exists()                                         # checked before rank 0 made the folder
+
+
+def test_a_run_resumes_only_on_the_number_of_processes_it_began_with(tiny_fashion, tmp_path, monkeypatch):
+    """Issue 45, item 3: a run begun by 2 ranks resumed in one process (and the reverse) without a word, and
+    continued with other float sums. The world size is now part of the run's identity, as the instruction set is."""
+    cfg = {**TINY, "epochs": 1, "diagnostics": "eval"}
+    out = tmp_path / "run"
+    train(out=out, progress=False, **cfg)
+    meta = json.loads((out / "meta.json").read_text())
+    (out / "meta.json").write_text(json.dumps({**meta, "finished": False, "world_size": 2}))   # as a killed 2-rank run
+    before = (out / "meta.json").read_text()
+    fix = (f"Launch it with 2 processes: torchrun --standalone --nproc_per_node 2 -m calib train --from-meta "
+           f"{out / 'meta.json'} --out {out} --resume, or start it over with --restart.")
+    with pytest.raises(RunConfigError, match=re.escape(f"{out} holds a run trained by 2 processes (torchrun "
+                                                       f"--nproc_per_node 2), and this launch has one process")) as err:
+        train(out=out, progress=False, resume=True, **cfg)
+    assert str(err.value).endswith(fix)
+    assert (out / "meta.json").read_text() == before               # nothing trained, nothing written
+    (out / "meta.json").write_text(json.dumps({**meta, "finished": False}))                    # begun by one
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    with pytest.raises(RunConfigError, match=re.escape("a run trained by one process, and this launch has 2 processes "
+                                                       "(torchrun --nproc_per_node 2)")):
+        Trainer(TrainConfig(**cfg), out, progress=False)._check_out(resume=True)     # rank 0's check, under its lock
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert Trainer(TrainConfig(**cfg), out, progress=False)._check_out(resume=True) == "resume"
+
+
+def test_from_meta_of_a_two_process_run_asks_for_two_processes(tiny_fashion, tmp_path, capsys):
+    """Issue 45, item 3: `calib train --from-meta` of a 2-rank run retrained it in one process (logits 13.6 apart
+    after 30 epochs). It now names the number of processes and the torchrun line that reruns it."""
+    from calib import cli
+    from calib.runs import CorruptRunError
+
+    meta = tmp_path / "stored" / "meta.json"
+    meta.parent.mkdir()
+    record = {"config": TrainConfig(**TINY).identity(), "world_size": 2, "finished": True}
+    meta.write_text(json.dumps(record))
+    out = tmp_path / "again"
+    assert cli.main(["train", "--from-meta", str(meta), "--out", str(out), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert (f"calib: error: {meta} records a run trained by 2 processes (torchrun --nproc_per_node 2), and this launch "
+            f"has one process") in err
+    assert err.strip().endswith(f"Launch it with 2 processes: torchrun --standalone --nproc_per_node 2 -m calib train "
+                                f"--from-meta {meta} --out DIR.")
+    assert not out.exists()
+    assert config_from_meta(meta).seed == TINY["seed"]              # reading a stored run checks nothing
+    assert config_from_meta(meta, world_size=2).lr == TINY["lr"]    # under torchrun --nproc_per_node 2
+    meta.write_text(json.dumps({**record, "world_size": "2"}))
+    with pytest.raises(CorruptRunError, match="records world_size='2', which is not a number of processes"):
+        config_from_meta(meta, world_size=2)

@@ -10,6 +10,7 @@ import sympy as sp
 
 from calib_book import exercises
 from calib_book.exercises import Expected, check
+from calib_book.timeouts import scaled  # a subprocess's time limit, scaled by the machine's load
 
 
 @pytest.fixture
@@ -190,7 +191,7 @@ def test_two_processes_that_ask_for_a_value_at_once_compute_it_once(tmp_path, mo
     for worker in workers:
         worker.join(30)
     assert [worker.exitcode for worker in workers] == [0, 0]
-    assert sorted(queue.get(timeout=5) for _ in workers) == [42.0, 42.0]
+    assert sorted(queue.get(timeout=scaled(5)) for _ in workers) == [42.0, 42.0]
     assert len(log.read_text().split()) == 1                         # computed once, read once
     # the control: without the lock both compute it
     monkeypatch.setattr(answers, "_value_lock", lambda stored: contextlib.nullcontext())

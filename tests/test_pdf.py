@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from calib_book import pdf, runner
+from calib_book.timeouts import scaled  # a subprocess's time limit, scaled by the machine's load
 
 ROOT = runner.repo_root(__file__)
 LACKING = pdf.missing_tools()
@@ -36,7 +37,7 @@ def _xelatex(tmp_path: Path, body: str) -> Path:
     tex = tmp_path / "doc.tex"
     tex.write_text("\\documentclass{article}\n\\begin{document}\n" + body + "\n\\end{document}\n", encoding="utf-8")
     subprocess.run(["xelatex", "-interaction=nonstopmode", "-halt-on-error", tex.name], cwd=tmp_path,
-                   capture_output=True, check=True, timeout=120)
+                   capture_output=True, check=True, timeout=scaled(120))
     return tmp_path / "doc.pdf"
 
 

@@ -3,6 +3,8 @@ Secs. 4.2, 5.1 and 5.2): fits against brute force, the grid kernel against the p
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -602,8 +604,7 @@ def test_a_calibrator_missing_from_the_registry_fails_loudly():
 
     estimators = {name for name in posthoc.__all__ if inspect.isclass(getattr(posthoc, name))
                   and hasattr(getattr(posthoc, name), "predict_proba")}
-    fitters = " ".join(inspect.getsource(spec.fit) for spec in posthoc.REGISTRY)
-    fitters += " ".join(inspect.getsource(f) for f in (posthoc.registry._fit_ts,))
+    fitters = " ".join(inspect.getsource(getattr(spec.fit, "func", spec.fit)) for spec in posthoc.REGISTRY)
     assert estimators == {"TemperatureScaling", "FocalTemperatureScaling"}
     assert all(name in fitters for name in estimators)
 
@@ -623,3 +624,225 @@ def test_the_ts_ece_map_picks_the_temperature_on_a_grid_of_0_01():
     brute = [ece(softmax(z / s, axis=1), y) for s in FINE_GRID]
     assert t == FINE_GRID[int(np.argmin(brute))] and round(t * 100) != round(t * 10) * 10
     assert min(brute) < fit_temperature_grid(z, y, MUKHOTI_GRID)[1].min()      # the finer grid finds a lower ECE
+
+
+# ----------------------------------------------------------------------------------------------------------
+# issue 45: searches that end on their bound, stale fitted state, the registry's fitted maps
+# ----------------------------------------------------------------------------------------------------------
+
+def shuffled_labels(n=300, seed=1):
+    """Logits of a calibrated 10-class model with its labels shuffled: the logits say nothing about the labels."""
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=(n, 10)) * 3
+    y = (softmax(z, axis=1).cumsum(1) > rng.random((n, 1))).argmax(1)
+    return z, rng.permutation(y)
+
+
+def test_ts_sb_ece_warns_when_it_ends_on_its_bound():
+    """TS-SB-ECE returned T = 1e4, the bound of its search, silently for shuffled labels; it now warns and says so."""
+    from calib.posthoc import T_RANGE, SearchBoundWarning
+
+    z, y = shuffled_labels()
+    with pytest.warns(SearchBoundWarning, match=r"TS-SB-ECE ended on the upper bound of its search, T = 10000 .*"
+                                                r"nearly uniform.*shuffled or misaligned labels.*objective='nll'"):
+        ts = TemperatureScaling("sb-ece").fit(z, y)
+    assert ts.temperature_ == pytest.approx(T_RANGE[1], rel=1e-9) and ts.at_edge_ == "high"
+    with pytest.warns(SearchBoundWarning, match="upper bound"):
+        assert fit_temperature_sb_ece(z, y)[0] == pytest.approx(T_RANGE[1], rel=1e-9)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                 # an inner optimum: no warning, no edge
+        z_ok, y_ok = calibrated_logits(500, seed=6)
+        ts = TemperatureScaling("sb-ece").fit(z_ok, y_ok)
+    assert ts.at_edge_ is None and 1.5 < ts.temperature_ < 4
+
+
+def test_constant_logits_raise_for_every_objective():
+    """TS-SB-ECE returned T = 1 (its start) for constant logits, where every T gives the same probabilities, and FTS
+    the first point of its grid."""
+    y = np.array([0, 1, 2, 1])
+    for objective in ("nll", "ece", "sb-ece"):
+        with pytest.raises(ValueError, match="every row is constant .* carries no information"):
+            TemperatureScaling(objective).fit(np.full((4, 3), 2.0), y)
+    with pytest.raises(ValueError, match="every row is constant"):
+        fit_temperature_sb_ece(np.full((4, 3), 2.0), y)
+    for search in ("grid", "line"):                    # FTS chose the grid's first point, "below T = 0.01"
+        with pytest.raises(ValueError, match="every row is constant .* carries no information"):
+            FocalTemperatureScaling(search=search).fit(np.full((4, 3), 2.0), y)
+
+
+def test_fts_line_search_warns_at_the_edges_of_its_temperature_grid():
+    """The line search picked T = 5.0, its T grid's last point, without the warning the grid search gives."""
+    import warnings
+
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(2000, 10))
+    y = np.array([rng.choice(10, p=np.exp(r) / np.exp(r).sum()) for r in z])
+    temps = np.linspace(0.1, 5, 50)
+    with pytest.warns(GridEdgeWarning) as record:
+        fts = FocalTemperatureScaling(search="line", temperatures=temps).fit(100 * z, y)
+    assert fts.temperature_ == 5.0 and fts.at_edge_ == "high" and fts.path_["anchor_edges"] == ("high", "high")
+    assert re.search(r"^line search, anchor gamma = 0 \(and anchor gamma = 1, at the high end too\): .*T = 5 .*"
+                     r"largest temperature.*search='line', temperatures=np.geomspace\(0.1, 500, 500\)",
+                     str(record[0].message))
+    assert len(record) == 2 and "line's smallest gamma" in str(record[1].message)   # the line's own end, below
+    with pytest.warns(GridEdgeWarning) as record:
+        fts = FocalTemperatureScaling(objective="nll", search="line", temperatures=temps).fit(z / 100, y)
+    assert fts.at_edge_ == "low" and fts.temperature_ == pytest.approx(0.1)
+    assert "anchor gamma = 0 (and anchor gamma = 1, at the low end too)" in str(record[0].message)
+    assert fts.gamma_ == 5.0 and "line's largest gamma" in str(record[1].message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fts = FocalTemperatureScaling(search="line", temperatures=temps).fit(2.5 * z, y)   # inner optimum: silent
+    assert fts.at_edge_ is None and fts.path_["anchor_edges"] == (None, None) and fts.path_["gamma_edge"] is None
+
+
+def test_fts_line_search_warns_at_the_ends_of_its_line():
+    """A best point at the line's last gamma may have a better one beyond; gamma = -1 ends the map's domain."""
+    import warnings
+
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(1000, 5)) * 2.0
+    pred = rng.integers(0, 5, 1000)
+    z[np.arange(1000), pred] += rng.gamma(2.0, 3.0, size=1000)
+    y = np.where(rng.uniform(size=1000) < 0.7, pred, rng.integers(0, 5, 1000))   # network-like, over-confident
+    temps = np.linspace(0.2, 5, 25)
+    with pytest.warns(GridEdgeWarning, match=r"line search: the best gamma on the line, gamma = -0.5 .*smallest gamma"
+                                             r".*gammas=\[-1, 5\]"):
+        fts = FocalTemperatureScaling(objective="nll", search="line", gammas=[-0.5, 5.0], temperatures=temps).fit(z, y)
+    assert fts.gamma_ == -0.5 and fts.path_["gamma_edge"] == "low" and fts.at_edge_ is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                 # the line now reaches inside [-1, -0.5]
+        fts = FocalTemperatureScaling(objective="nll", search="line", gammas=[-1.0, 5.0], temperatures=temps).fit(z, y)
+    assert -1 < fts.gamma_ < -0.5 and fts.path_["gamma_edge"] is None
+
+
+def _fitted_attributes(estimator):
+    return sorted(k for k in vars(estimator) if k.endswith("_") and not k.startswith("_"))
+
+
+@pytest.mark.parametrize("make", [lambda: TemperatureScaling("nll"), lambda: TemperatureScaling("ece"),
+                                  lambda: TemperatureScaling("sb-ece"),
+                                  lambda: FocalTemperatureScaling("nll", temperatures=[1.0, 2.0, 2.5, 3.0, 4.0]),
+                                  lambda: FocalTemperatureScaling("nll", search="line",
+                                                                  temperatures=[1.0, 2.0, 3.0, 4.0])],
+                         ids=["ts-nll", "ts-ece", "ts-sb-ece", "fts-grid", "fts-line"])
+def test_a_failed_fit_leaves_the_estimator_unfitted(make):
+    """A fit that raised kept the previous fit's temperature_, so predict_proba still answered."""
+    z, y = calibrated_logits(400, seed=18)
+    estimator = make().fit(z, y)
+    assert estimator.predict_proba(z).shape == (400, 5) and "temperature_" in _fitted_attributes(estimator)
+    with pytest.raises(ValueError, match="logits contains NaN"):
+        estimator.fit(np.where(z > 2, np.nan, z), y)
+    assert _fitted_attributes(estimator) == []
+    with pytest.raises(ValueError, match="not fitted yet"):
+        estimator.predict_proba(z)
+    assert "temperature_" not in repr(estimator)
+
+
+def test_a_warning_raised_as_an_error_leaves_the_estimator_unfitted():
+    """With warnings as errors, a GridEdgeWarning raised after temperature_ was set; the fit now assigns last."""
+    import warnings
+
+    z, y = calibrated_logits(2000, seed=19)
+    for estimator in (TemperatureScaling("ece"), FocalTemperatureScaling(temperatures=[1.0, 2.0, 2.5, 3.0, 4.0])):
+        assert estimator.fit(z, y).at_edge_ is None
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", GridEdgeWarning)
+            with pytest.raises(GridEdgeWarning):
+                estimator.fit(50 * z, y)
+        assert _fitted_attributes(estimator) == []
+        with pytest.raises(ValueError, match="not fitted yet"):
+            estimator.predict_proba(z)
+
+
+def test_fitted_maps_pickle_and_give_the_same_probabilities():
+    """FittedMap held lambdas (AttributeError: Can't pickle local object '_scaled_softmax.<locals>.<lambda>')."""
+    import pickle
+
+    from calib import posthoc
+    from calib.experiments import fit_posthoc
+
+    z, y = calibrated_logits(400, seed=20)
+    for spec in posthoc.REGISTRY:
+        fitted = fit_posthoc(spec.name, z, y, "fl-3")
+        again = pickle.loads(pickle.dumps(fitted))
+        assert again == fitted
+        np.testing.assert_array_equal(again.proba(z), fitted.proba(z))
+        np.testing.assert_array_equal(again.log_proba(z), fitted.log_proba(z))
+        assert pickle.loads(pickle.dumps(spec)).name == spec.name       # so do the registry's rows
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['temp'\]"):
+        posthoc.FittedMap("ts-nll", {"temp": 2.0})
+
+
+@pytest.mark.parametrize("name", ["none", "ts-nll", "fts", "psi"])
+def test_fitted_maps_check_their_logits(name):
+    """NaN logits gave NaN probabilities, and 1-D logits numpy's AxisError; both now raise a ValueError on logits."""
+    from calib.experiments import fit_posthoc
+
+    z, y = calibrated_logits(400, seed=21)
+    fitted = fit_posthoc(name, z, y, "fl-3")
+    bad = z[:3].copy()
+    bad[1, 2] = np.nan
+    for method in (fitted.proba, fitted.log_proba):
+        with pytest.raises(ValueError, match=r"logits contains NaN or infinity \(first at index \(1, 2\)\)"):
+            method(bad)
+        with pytest.raises(ValueError, match=r"logits must be 2-D of shape \(N, K\); got 1-D shape \(5,\)"):
+            method(z[0])
+        with pytest.raises(ValueError, match=r"logits must have shape \(N, K\)"):
+            method(torch.tensor(z[0]))
+        with pytest.raises(ValueError, match="logits contains NaN"):
+            method(torch.tensor(bad))
+
+
+@pytest.mark.parametrize("name", ["none", "ts-nll", "fts", "psi"])
+def test_fitted_maps_follow_the_array_policy(name):
+    """A tensor in was returned as an ndarray; now a tensor of its dtype on its device, as predict_proba gives."""
+    from calib.experiments import fit_posthoc
+
+    z, y = calibrated_logits(400, seed=22)
+    fitted = fit_posthoc(name, z, y, "fl-3")
+    t, gamma = fitted.params.get("temperature", 1.0), fitted.params.get("gamma")
+    estimator = (TemperatureScaling() if gamma is None else FocalTemperatureScaling())
+    estimator.temperature_, estimator.gamma_ = t, gamma      # the same map as an estimator
+    assert isinstance(fitted.proba(z), np.ndarray) and fitted.proba(z).dtype == np.float64
+    for dtype, atol in ((torch.float64, 1e-15), (torch.float32, 1e-6), (torch.bfloat16, 1e-2)):
+        zt = torch.tensor(z, dtype=dtype)
+        p, log_p = fitted.proba(zt), fitted.log_proba(zt)
+        for out in (p, log_p):
+            assert isinstance(out, torch.Tensor) and out.dtype == dtype and out.device == zt.device
+        assert torch.equal(p, estimator.predict_proba(zt))
+        same_logits = zt.double().numpy()                  # the float64 path on the values the tensor holds
+        np.testing.assert_allclose(p.double().numpy(), fitted.proba(same_logits), atol=atol)
+        np.testing.assert_allclose(log_p.double().numpy(), fitted.log_proba(same_logits), atol=atol, rtol=atol)
+    z64 = torch.tensor(z, requires_grad=True)
+    assert fitted.proba(z64).requires_grad                 # computed by torch, as predict_proba
+    assert fitted.proba(torch.tensor(np.round(z * 10).astype(np.int64))).dtype == torch.float64
+
+
+def test_line_points_that_share_a_temperature_score_as_alone():
+    """Anchors that choose the same T make a flat line: its points share the temperature's gamma-free work (issue 45,
+    item 7), and each score is still that of its (gamma, T) alone."""
+    z, y = calibrated_logits(1500, seed=23)
+    fts = FocalTemperatureScaling(objective="nll", search="line", temperatures=[0.5, 2.5, 8.0]).fit(z, y)
+    g, t, s = fts.path_["gammas"], fts.path_["temperatures"], fts.path_["scores"]
+    assert fts.path_["anchor_temperatures"] == (2.5, 2.5) and np.all(t == 2.5) and len(s) == 3
+    expected = [focal_temperature_scores(z, y, [gi], [ti], objective="nll")[0, 0] for gi, ti in zip(g, t)]
+    np.testing.assert_allclose(s, expected, rtol=1e-15)
+
+
+def test_fit_temperature_grid_warns_at_the_edge_as_the_estimator_does():
+    """fit_temperature_grid returned T = 10, its grid's last point, silently (TemperatureScaling('ece') warned)."""
+    import warnings
+
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(2000, 10))
+    y = np.array([rng.choice(10, p=np.exp(r) / np.exp(r).sum()) for r in z])
+    with pytest.warns(GridEdgeWarning, match=r"T = 10 .*at the grid's largest temperature.*fit_temperature_grid\("
+                                             r"logits, labels, grid=np.geomspace\(0.1, 1e\+03, 200\)\)"):
+        assert fit_temperature_grid(z * 50, y)[0] == 10.0
+    with pytest.warns(GridEdgeWarning, match="smallest temperature"):     # a custom score: no noise allowance
+        assert fit_temperature_grid(z / 50, y, score=metrics.nll)[0] == 0.1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert 0.5 < fit_temperature_grid(z, y)[0] < 2                  # an inner optimum: silent

@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 import torch
 
+from calib_book.timeouts import scaled  # a subprocess's time limit, scaled by the machine's load
+
 from calib import cli, runs
 from calib.runs import CorruptRunError, ReadOnlyRunError, RunConfigError, read_json_object, read_logits, run_owner
 from calib.train import TrainConfig, train, torch_flags
@@ -206,7 +208,7 @@ def test_resume_across_cpu_instruction_sets_is_refused(tiny_fashion, tmp_path):
             pass
         time.sleep(0.01)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=scaled(120))
     assert proc.returncode == 130, err[-2000:]
     meta = json.loads((out / "meta.json").read_text())
     assert meta["cpu_kernels"]["CALIB_CPU_ISA"] == "native" and meta["cpu_kernels"]["ATEN_CPU_CAPABILITY"] is None
@@ -266,3 +268,160 @@ def test_a_lock_taken_on_a_lock_file_removed_meanwhile_is_taken_again(tmp_path, 
             runs.RunLock(tmp_path).__enter__()                   # so a third process is refused
     finally:
         lock.release(remove=True)
+
+
+# ------------------------------------------------------------------------ a run folder moved while it is written
+
+def _moves_the_folder_in_epoch_two(monkeypatch, out, moved, replace=False):
+    """Make epoch 2 of the next run rename ``out`` to ``moved`` (and, with ``replace``, create a new empty folder
+    at ``out``, as another process starting a run there would) once its training steps are done."""
+    from calib.train import Trainer
+
+    real_epoch = Trainer._train_epoch
+
+    def epoch_then_move(self, epoch, bar=None):
+        loss = real_epoch(self, epoch, bar)
+        if epoch == 2:
+            out.rename(moved)
+            if replace:
+                out.mkdir()
+        return loss
+
+    monkeypatch.setattr(Trainer, "_train_epoch", epoch_then_move)
+    return real_epoch
+
+
+def test_a_run_folder_moved_during_a_run_stops_it_with_the_way_back(tiny_fashion, tmp_path, capsys, monkeypatch):
+    """Issue 45, 4.7: renaming the run folder in the middle of a run ended in torch's RuntimeError ("Parent
+    directory ... does not exist") at the next checkpoint. Now the run stops with one line naming the old path,
+    where the folder is now and how to go on; the moved folder keeps the completed epoch, moved back it resumes."""
+    out, moved = tmp_path / "run", tmp_path / "renamed"
+    cfg = {**TINY, "epochs": 2}
+    real_epoch = _moves_the_folder_in_epoch_two(monkeypatch, out, moved)
+    rc, err = _cli(["train", *_flags(cfg), "--out", str(out), "--no-progress"], capsys)
+    assert rc == 1 and "Traceback" not in err
+    assert f"the run folder {out} was moved, renamed or deleted while this run was writing it (it is now {moved})" in err
+    assert f"move it back to {out} and resume: calib train ... --out {out} --resume" in err
+    assert not out.exists()                                              # nothing was written at the old path
+    assert sorted(p.name for p in moved.iterdir()) == ["checkpoint.pt", "history.json", "meta.json"]   # no lock left
+    assert len(json.loads((moved / "history.json").read_text())["epochs"]) == 1
+    assert runs.read_checkpoint(moved / "checkpoint.pt", "cpu")["epoch"] == 1
+
+    monkeypatch.setattr("calib.train.Trainer._train_epoch", real_epoch)
+    moved.rename(out)                                                    # the way back the message gives
+    rc, err = _cli(["train", *_flags(cfg), "--out", str(out), "--resume", "--no-progress"], capsys)
+    assert rc == 0, err
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["finished"] and meta["epochs_done"] == 2
+
+
+def test_a_new_folder_at_a_moved_runs_path_is_not_written_into(tiny_fashion, tmp_path, monkeypatch):
+    """A folder moved away and replaced by a new one at its path (another process starting a run there) took the
+    rest of the run: its checkpoint and history went into the new folder, under the other process's lock. The
+    run's lock tells the folder it holds from the one at the path now."""
+    out, moved = tmp_path / "run", tmp_path / "renamed"
+    _moves_the_folder_in_epoch_two(monkeypatch, out, moved, replace=True)
+    with pytest.raises(ValueError, match=f"it is now {moved}") as exc:
+        train(TrainConfig(**{**TINY, "epochs": 3}), out, progress=False)
+    assert type(exc.value).__name__ == "RunFolderMovedError"
+    assert list(out.iterdir()) == []
+    assert len(json.loads((moved / "history.json").read_text())["epochs"]) == 1
+
+
+def test_a_write_into_a_vanished_folder_is_named_not_a_torch_error(tmp_path):
+    """Without a lock to ask (a write outside a run): torch's zip writer raised RuntimeError for a folder that
+    no longer exists."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    gone.rmdir()
+    with pytest.raises(ValueError, match=f"the run folder {gone} was moved, renamed or deleted") as exc:
+        runs.write_atomic(gone / "checkpoint.pt", lambda p: torch.save({"epoch": 1}, p))
+    assert type(exc.value).__name__ == "RunFolderMovedError" and "move it back" in str(exc.value)
+
+
+def test_a_dangling_out_symlink_is_named_as_one(tmp_path, capsys):
+    """Issue 45, 4.7: a dangling --out symlink was reported as "a file"."""
+    link = tmp_path / "out"
+    link.symlink_to(tmp_path / "nowhere")
+    rc, err = _cli(["train", *_flags(TINY), "--out", str(link), "--no-progress"], capsys)
+    assert rc == 1
+    assert f"out {link} is a dangling symlink (to {tmp_path / 'nowhere'}, which does not exist); remove the link, " \
+           f"or point it at a folder" in err and "is a file" not in err
+    assert link.is_symlink() and not (tmp_path / "nowhere").exists()          # nothing created
+
+
+# ---------------------------------------------------------------------- the resume refusal across CPU settings
+
+def test_the_cpu_kernel_refusal_says_what_differs(tmp_path, monkeypatch):
+    """Issue 45, 4.7: a resume refused under the same instruction set (other variables) said "a run resumed across
+    instruction sets matches neither", naming one instruction set twice. Each case now says what differs."""
+    from calib._reproducible import cpu_kernel_setting
+    from calib.train import Trainer
+
+    for name in ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA"):
+        monkeypatch.setenv(name, {"ATEN_CPU_CAPABILITY": "avx2"}.get(name, "AVX2"))
+    monkeypatch.delenv("CALIB_CPU_ISA", raising=False)
+    now = cpu_kernel_setting()["capability"]
+    trainer = Trainer(TrainConfig(**TINY, device="cpu"), tmp_path / "run")
+    native = {"CALIB_CPU_ISA": "native", "ATEN_CPU_CAPABILITY": None, "MKL_ENABLE_INSTRUCTIONS": None,
+              "ONEDNN_MAX_CPU_ISA": None}
+
+    with pytest.raises(RunConfigError) as same:
+        trainer._check_cpu_kernels({"device": "cpu", "cpu_capability": now, "cpu_kernels": native})
+    message = str(same.value)
+    assert f"begun with torch's CPU kernels on {now} (CALIB_CPU_ISA=native), and this process runs {now} too but " \
+           f"under other variables (ATEN_CPU_CAPABILITY=avx2" in message
+    assert "across instruction sets" not in message and "Resume it under the variables it began with" in message
+
+    other = "AVX512" if now != "AVX512" else "AVX2"
+    with pytest.raises(RunConfigError) as across:
+        trainer._check_cpu_kernels({"device": "cpu", "cpu_capability": other, "cpu_kernels": native})
+    message = str(across.value)
+    assert f"begun with torch's CPU kernels on {other} (CALIB_CPU_ISA=native), and this process runs {now} " \
+           f"(ATEN_CPU_CAPABILITY=avx2" in message and "does not continue bit for bit across instruction sets" in message
+    trainer._check_cpu_kernels({"device": "cpu", "cpu_capability": now,          # the same setting: resumed
+                                "cpu_kernels": cpu_kernel_setting()["variables"]})
+
+
+def test_a_resume_on_a_cpu_whose_kernels_compute_otherwise_is_refused(tmp_path):
+    """Issue 45, item 1: the instruction set does not decide the float32 kernels alone (MKL picks them by vendor too:
+    an Intel Xeon under ATEN_CPU_CAPABILITY=avx2 retrains the AMD EPYC runs 1 prediction in 20,000 apart after one
+    epoch). A run records its kernel fingerprint, and a resume under another is refused, naming both; the same
+    fingerprint resumes, and a run that records none (written before it existed) is judged by its setting alone."""
+    from calib._reproducible import cpu_kernel_setting, kernel_fingerprint
+    from calib.train import Trainer
+
+    trainer = Trainer(TrainConfig(**TINY, device="cpu"), tmp_path / "run")
+    setting = cpu_kernel_setting()
+    meta = {"device": "cpu", "cpu_capability": setting["capability"], "cpu_kernels": setting["variables"],
+            "device_name": "CPU: Some Other (2 cores)"}
+    here = kernel_fingerprint()
+    with pytest.raises(RunConfigError, match=rf"kernel fingerprint 0123456789abcdef then, {here['torch']} here.*"
+                                             r"Some Other"):
+        trainer._check_cpu_kernels({**meta, "cpu_fingerprint": {**here, "torch": "0123456789abcdef"}})
+    trainer._check_cpu_kernels({**meta, "cpu_fingerprint": here})                    # the same kernels: resumed
+    trainer._check_cpu_kernels(meta)                                                 # none recorded: the setting
+    run = train(TrainConfig(**TINY, device="cpu"), tmp_path / "fresh", progress=False)
+    assert run.meta["cpu_fingerprint"] == here                                       # a run records it
+
+
+def test_kernels_match_decides_by_fingerprint_and_else_by_the_recorded_setting():
+    """What the retraining tests compare exactly and what within tolerance: fingerprints decide where the run
+    records them; else the same instruction set, torch and CPU vendor count as the same kernels."""
+    import torch
+
+    from calib._reproducible import cpu_kernel_setting, cpu_vendor, kernel_fingerprint, kernels_match
+
+    here = kernel_fingerprint()
+    same = kernels_match({"device": "cpu", "cpu_fingerprint": here})
+    assert (same["torch"], same["numpy"]) == (True, True) and here["torch"] in same["why"]
+    assert kernels_match({"device": "cpu", "cpu_fingerprint": {**here, "numpy": "x"}})["numpy"] is False
+    assert kernels_match({"device": "cpu", "cpu_fingerprint": {**here, "torch": "x"}})["torch"] is False
+    name = {"GenuineIntel": "CPU: Intel(R) Xeon(R) (2 cores)", "AuthenticAMD": "CPU: AMD EPYC (2 cores)"}
+    legacy = {"device": "cpu", "cpu_capability": cpu_kernel_setting()["capability"],
+              "versions": {"torch": torch.__version__}, "device_name": name.get(cpu_vendor(), "CPU: ? (2 cores)")}
+    assert kernels_match(legacy)["torch"] is (cpu_vendor() in name) and kernels_match(legacy)["numpy"] is None
+    other = "CPU: AMD EPYC (2 cores)" if cpu_vendor() != "AuthenticAMD" else "CPU: Intel(R) Xeon(R) (2 cores)"
+    mismatch = kernels_match({**legacy, "device_name": other})
+    assert mismatch["torch"] is False and "CPU vendor" in mismatch["why"]
+    assert kernels_match({**legacy, "device": "cuda:0"})["torch"] is False

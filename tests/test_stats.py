@@ -149,11 +149,14 @@ def test_holm_adjusted_p_values_match_the_closed_form_and_the_step_down_procedur
             stats.holm(bad)
 
 
-def test_decide_every_is_decide_for_one_comparison_and_holm_corrects_several():
+def test_decide_every_is_an_intersection_union_test_and_holm_corrects_the_other_side():
+    """Issue 41, item 1: "lower than every baseline" holds when every comparison holds at the unadjusted level
+    (intersection-union, Berger 1982): two comparisons at p = 0.02 each hold (Holm would have made them 0.04 and the
+    claim inconclusive). That some comparison fails is a union: Holm over the other side."""
     a, b = np.array([0.10, 0.12, 0.11, 0.13]), np.array([0.12, 0.135, 0.13, 0.14])
     one = stats.decide_every({"vs ce": (a, b)}, "less")
     assert one.verdict == stats.decide(stats.paired_seed_interval(a, b), "less").verdict == "holds"
-    # p = 0.02 each: each interval alone excludes 0 at 95 % (p <= 0.025), but not after Holm over two
+    # p = 0.02 each: each interval alone excludes 0 at 95 % (p <= 0.025)
     d = np.array([-1.0, -0.5, -1.2, -0.2])
     d = d - d.mean() + scipy_stats.t.ppf(0.98, 3) * d.std(ddof=1) / 2         # mean chosen so that p = 0.02
     pair = (d, np.zeros(4))
@@ -161,7 +164,11 @@ def test_decide_every_is_decide_for_one_comparison_and_holm_corrects_several():
     assert p == pytest.approx(0.02, rel=1e-6)
     assert stats.decide(stats.paired_seed_interval(*pair), "greater").verdict == "holds"
     two = stats.decide_every({"x": pair, "y": pair}, "greater")
-    assert two.verdict == "inconclusive" and two.p_claimed["x"] == pytest.approx(0.04) and "Holm" in str(two)
+    assert two.verdict == "holds" and two.p_claimed["x"] == pytest.approx(0.02) and "no correction" in str(two)
+    assert two.p_claimed_holm["x"] == pytest.approx(0.04) and two.holding == ("x", "y")
+    # y on the other side at p = 0.02: alone that fails the claim; with a second comparison at p = 0.02 on the other
+    # side too, Holm over the two makes each 0.04 ... one at 0.02 and one at 1: Holm gives 0.04 > 0.025
+    assert stats.decide_every({"y": (np.zeros(4), pair[0])}, "greater").verdict == "not-reproduced"
     assert stats.decide_every({"x": pair, "y": (np.zeros(4), pair[0])}, "greater").verdict == "inconclusive"
     assert stats.decide_every({"x": (a, b), "y": (b, a)}, "less").verdict == "not-reproduced"
     with pytest.raises(ValueError, match="pairs must be a non-empty dict"):
@@ -282,3 +289,188 @@ def test_detectable_difference_has_its_power_by_simulation_and_the_normal_limit(
             stats.detectable_difference(**kwargs)
     with pytest.raises(ValueError, match="effect must be a finite non-zero"):
         stats.seeds_needed(1.0, 0.0)
+
+
+# ---------------------------------------------------------------- issue 41: the procedure, on data whose answer is known
+
+def _null_family(rng, m=14, n_seeds=5):
+    """m comparisons with no effect: paired per-seed differences drawn around 0."""
+    return {f"c{i}": (rng.normal(0, 1, n_seeds), np.zeros(n_seeds)) for i in range(m)}
+
+
+def test_holm_keeps_the_family_wise_error_of_a_null_family_and_unadjusted_intervals_do_not():
+    """Issue 41, item 1: 14 losses compared with cross-entropy, none better. Over 1,000 null families, "at least one
+    beats it" by 14 unadjusted one-sided tests at 2.5 % comes out about 1 - 0.975^14 = 30 % of the time; with Holm
+    (decide_any), at most 2.5 %."""
+    rng = np.random.default_rng(0)
+    unadjusted = holm_any = 0
+    for _ in range(1000):
+        family = _null_family(rng)
+        decision = stats.decide_any(family, "greater")
+        holm_any += decision.verdict == "holds"
+        unadjusted += any(p <= 0.025 for p in decision.p_claimed.values())
+    assert 0.22 < unadjusted / 1000 < 0.38
+    assert holm_any / 1000 <= 0.035
+
+
+def test_intersection_union_keeps_its_level_without_correction():
+    """"Lower than every baseline" at the boundary (every comparison's true effect 0) is declared at most alpha of the
+    time without any correction (Berger 1982), and far less when most comparisons have a real effect but one does not."""
+    rng = np.random.default_rng(1)
+    false_every = false_one_null = 0
+    for _ in range(1000):
+        false_every += stats.decide_every(_null_family(rng, m=5), "greater").verdict == "holds"
+        family = {f"c{i}": (rng.normal(3, 1, 5), np.zeros(5)) for i in range(4)}
+        family["null"] = (rng.normal(0, 1, 5), np.zeros(5))
+        false_one_null += stats.decide_every(family, "greater").verdict == "holds"
+    assert false_every / 1000 <= 0.03 and false_one_null / 1000 <= 0.035
+
+
+def test_rank_agreement_against_chance_exact_p_values():
+    """Issue 41, item 3: Kendall's tau = 0.40 over 5 items has an exact permutation p of 0.24 (the share of the 120
+    orderings with tau >= 0.4 is 29/120), tau = 1 has 1/120; at chance the p-values are roughly uniform, and a
+    perfect reversal is an agreement's p of 1 and a reversal's 1/120."""
+    ref = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    test = stats.rank_agreement_test(ref, [2.0, 1.0, 3.0, 5.0, 4.0])     # two discordant pairs of 10: tau = 0.6
+    assert test.tau == pytest.approx(0.6) and test.exact and test.n_permutations == 120
+    assert test.p_value == pytest.approx(sum(1 for t in _all_taus(5) if t >= 0.6 - 1e-12) / 120)
+    point_four = stats.rank_agreement_test(ref, [3.0, 1.0, 2.0, 5.0, 4.0])
+    assert point_four.tau == pytest.approx(0.4) and point_four.p_value == pytest.approx(29 / 120)
+    assert stats.rank_agreement_test(ref, ref).p_value == pytest.approx(1 / 120)
+    assert stats.rank_agreement_test(ref, ref[::-1]).p_value == 1.0
+    assert stats.rank_agreement_test(ref, ref[::-1], alternative="less").p_value == pytest.approx(1 / 120)
+    rng = np.random.default_rng(2)
+    ps = np.array([stats.rank_agreement_test(rng.normal(size=7), rng.normal(size=7)).p_value for _ in range(400)])
+    assert 0.02 < np.mean(ps <= 0.05) < 0.08                                    # about 5 % at chance
+    big = stats.rank_agreement_test(np.arange(12.0), np.arange(12.0) + rng.normal(0, 2, 12), n_permutations=5000)
+    assert not big.exact and big.p_value >= 1 / 5001 and "Monte Carlo" in str(big)
+    x, y = rng.normal(size=12), rng.normal(size=12)
+    x[3] = x[4]                                                                # a tie: tau-b, as scipy's
+    assert stats.rank_agreement_test(x, y, n_permutations=1000).tau == pytest.approx(
+        scipy_stats.kendalltau(x, y).statistic, abs=1e-12)
+
+
+def _all_taus(n):
+    import itertools
+
+    ref = np.arange(n)
+    return [scipy_stats.kendalltau(ref, perm).statistic for perm in itertools.permutations(range(n))]
+
+
+def test_smaller_than_the_papers_effect_decides_what_the_interval_excludes():
+    """Issue 41, item 4: an interval [-0.60, 0.36] against a paper's effect of -1.41 (lower is better) contains 0
+    but excludes the paper's effect: not-reproduced, smaller than the paper's effect, where it was inconclusive. An
+    interval that reaches the paper's effect stays inconclusive; one beyond 0 still holds."""
+    interval = stats.Interval(-0.12, -0.60, 0.36, 0.95, 5, "paired t-interval over seeds", se=0.173, df=4)
+    plain = stats.decide(interval, "less", 0.0)
+    assert plain.verdict == "inconclusive"
+    against_paper = stats.decide(interval, "less", 0.0, paper_effect=-1.41)
+    assert against_paper.verdict == "not-reproduced" and against_paper.smaller_than_paper
+    assert "as large as the paper's (-1.41) is excluded" in str(against_paper)
+    wide = stats.Interval(-0.5, -1.6, 0.6, 0.95, 5, "paired t-interval over seeds", se=0.4, df=4)
+    assert stats.decide(wide, "less", 0.0, paper_effect=-1.41).verdict == "inconclusive"
+    better = stats.Interval(-0.9, -1.2, -0.6, 0.95, 5, "paired t-interval over seeds", se=0.1, df=4)
+    decision = stats.decide(better, "less", 0.0, paper_effect=-1.41)
+    assert decision.verdict == "holds" and decision.smaller_than_paper            # the direction holds, smaller
+    with pytest.raises(ValueError, match="paper_effect"):
+        stats.decide(interval, "less", 0.0, paper_effect=+1.0)
+    # an equivalence that holds and one that does not, over many draws: a true effect of 0 against a paper's 1.0
+    rng = np.random.default_rng(5)
+    excluded = [stats.decide(stats.seed_interval(rng.normal(0.0, 0.3, 5)), "greater", 0.0, paper_effect=1.0)
+                .smaller_than_paper for _ in range(500)]
+    at_paper = [stats.decide(stats.seed_interval(rng.normal(1.0, 0.3, 5)), "greater", 0.0, paper_effect=1.0)
+                .smaller_than_paper for _ in range(500)]
+    assert np.mean(excluded) > 0.95 and np.mean(at_paper) <= 0.03
+
+
+def test_combine_corrects_the_side_that_fails_and_not_the_side_that_holds():
+    """Issue 41, item 1: a claim of two parts holds when both hold, unadjusted; it is not-reproduced only when a
+    part fails after Holm over the parts (two parts each against the claim at p = 0.02 fail together: 0.04 for the
+    first but ... the smallest, 0.02 * 2 = 0.04 > 0.025, so neither alone decides)."""
+    def part(p_other, claimed_holds=False):
+        # an interval whose p on the "less" side is p_other for the claim "greater than 0"
+        se = 1.0
+        estimate = scipy_stats.t.ppf(p_other, 4) * se
+        half = scipy_stats.t.ppf(0.975, 4) * se
+        return stats.decide(stats.Interval(estimate, estimate - half, estimate + half, 0.95, 5, "t", se, 4.0),
+                            "greater", 0.0)
+    one_fails = part(0.02)
+    assert one_fails.verdict == "not-reproduced"
+    assert stats.combine([one_fails]) == "not-reproduced"
+    assert stats.combine([part(0.02), part(0.5)]) == "inconclusive"                 # Holm: 0.04 > 0.025
+    assert stats.combine([part(0.001), part(0.5)]) == "not-reproduced"              # Holm: 0.002
+    holding = stats.decide(stats.Interval(3.0, 1.0, 5.0, 0.95, 5, "t", 0.72, 4.0), "greater", 0.0)
+    assert stats.combine([holding, holding]) == "holds"
+
+
+def test_the_test_sets_noise_widens_a_paired_interval_and_matches_a_fresh_test_set():
+    """Issue 41, item 2: seeds scored on one fixed test set. Two settings whose true ECEs are equal: a paired interval
+    over seeds alone misses the test set's sampling error, and over 200 fresh test sets the seed-only interval covers
+    the true difference (0) less often than the seeds x test interval, which covers it at about its level."""
+    from calib import metrics
+
+    rng = np.random.default_rng(11)
+    n, k, n_seeds = 2000, 4, 5
+
+    def model(seed_shift, sharpness):
+        z = rng.normal(size=(n, k))
+        return z, sharpness
+
+    covered_seeds = covered_both = 0
+    trials = 120
+    for _ in range(trials):
+        # a fresh test set of n points whose true class probabilities are known; each "seed" perturbs the logits
+        base = rng.normal(size=(n, k)) * 1.5
+        eta = np.exp(base) / np.exp(base).sum(1, keepdims=True)
+        labels = np.array([rng.choice(k, p=row) for row in eta])
+        a, b = [], []
+        for s in range(n_seeds):
+            noise = rng.normal(0, 0.05, size=(n, k))
+            pa = np.exp(base + noise)
+            pa /= pa.sum(1, keepdims=True)
+            pb = np.exp(base - noise)
+            pb /= pb.sum(1, keepdims=True)
+            a.append(metrics.statistic(pa, labels, "nll"))
+            b.append(metrics.statistic(pb, labels, "nll"))
+        seeds_only = stats.paired_seed_interval([x.value for x in a], [x.value for x in b])
+        both = stats.seed_test_interval(a, b, n_resamples=200, seed=1)
+        assert both.high - both.low >= seeds_only.high - seeds_only.low
+        covered_seeds += seeds_only.low <= 0 <= seeds_only.high
+        covered_both += both.low <= 0 <= both.high
+    assert covered_both / trials >= 0.9
+    assert covered_both >= covered_seeds
+
+
+def test_statistics_give_the_metrics_and_resample_them():
+    """calib.metrics.statistic: the value is the metric of calib.metrics on the whole test set, and a resample of
+    counts gives the metric of the resampled rows."""
+    from calib import metrics
+
+    rng = np.random.default_rng(4)
+    labels = rng.integers(0, 5, 600)
+    probs = scipy_stats.dirichlet.rvs(np.ones(5), size=600, random_state=7)
+    counts = stats.bootstrap_counts(600, 60, seed=3)
+    assert counts.shape == (60, 600) and np.all(counts.sum(axis=1) == 600)
+    index = np.repeat(np.arange(600), counts[0].astype(int))
+    for name, fn in (("accuracy", metrics.accuracy), ("nll", metrics.nll), ("brier", metrics.brier),
+                     ("mean_confidence", metrics.mean_confidence), ("ece", metrics.ece),
+                     ("adaece", metrics.adaptive_ece), ("classwise_ece", metrics.classwise_ece)):
+        s = metrics.statistic(probs, labels, name)
+        assert s.value == pytest.approx(fn(probs, labels), rel=1e-12, abs=1e-15), name
+        assert s.resampled(counts)[0] == pytest.approx(fn(probs[index], labels[index]), rel=1e-12, abs=1e-15), name
+    assert metrics.statistic(probs, labels, "error").value == pytest.approx(1 - metrics.accuracy(probs, labels))
+    with pytest.raises(ValueError, match="not a metric of calib.metrics"):
+        metrics.statistic(probs, labels, "auc")
+    with pytest.raises(ValueError, match="test sets of different sizes"):
+        stats.seed_test_interval([metrics.statistic(probs, labels)], [metrics.statistic(probs[:10], labels[:10])])
+
+
+def test_power_lines_account_for_the_sd_estimated_from_few_seeds():
+    """Issue 41, item 4: an SD from 5 seeds has 4 degrees of freedom; its 80 % upper bound is 1.56 times the
+    estimate (sqrt(4 / chi2_0.2(4))), and the power line reports what the seeds detect at it too."""
+    assert stats.sd_upper_bound(1.0, 5, 0.8) == pytest.approx(np.sqrt(4 / scipy_stats.chi2.ppf(0.2, 4)))
+    assert stats.sd_upper_bound(1.0, 5, 0.8) == pytest.approx(1.56, abs=0.01)
+    a = np.array([0.10, 0.13, 0.11, 0.16, 0.12])
+    line = stats.power_line(a, a - np.array([0.01, -0.02, 0.015, 0.0, 0.005]), paper_effect=0.05)
+    assert line.sd_high > line.sd and line.detectable_high > line.detectable
+    assert line.seeds_high >= line.seeds_for_paper_effect and "upper bound" in str(line)

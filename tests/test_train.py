@@ -13,6 +13,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from calib_book.timeouts import scaled  # a subprocess's time limit, scaled by the machine's load
+
 from calib import cli
 from calib.data import make_linear_toy
 from calib.focal import gradient_factor
@@ -374,7 +376,7 @@ def test_ctrl_c_exits_130_with_the_resume_command_and_leaves_nothing_half_writte
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert _wait_for_epochs(proc, out, 1)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=scaled(120))
     assert proc.returncode == 130, err[-2000:]
     assert "Traceback" not in err and f"--from-meta {out / 'meta.json'} --out {out} --resume" in err
     assert not list(out.glob(".*.tmp*"))

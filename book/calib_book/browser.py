@@ -43,7 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["PageReport", "find_chromium", "rendered_dom", "audit_page", "audit_pages", "check_page", "check_pages",
+from calib_book import timeouts
+
+__all__ = ["PageReport", "RenderTimeout", "find_chromium", "rendered_dom", "audit_page", "audit_pages", "check_page", "check_pages",
            "book_pages", "check_book", "visible_code_lines", "redirect_target", "MIN_CONTRAST", "WIDTHS"]
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
@@ -97,13 +99,36 @@ def find_chromium() -> str | None:
     return None
 
 
-def rendered_dom(page: Path, chromium: str, width: int = 1280, budget_ms: int = 20000, timeout: float = 120) -> str:
-    """The DOM of ``page`` after headless Chromium has run its scripts, with the network unreachable."""
+#: Seconds one Chromium launch may take on an idle machine (scaled by the load, calib_book.timeouts): about 20 times
+#: what a launch of four pages takes on 2 idle cores.
+RENDER_TIMEOUT_S = 120
+
+
+class RenderTimeout(RuntimeError):
+    """Chromium did not finish rendering within its time: the message names the page and how long it had
+    (``seconds``)."""
+
+    def __init__(self, message: str, seconds: float | None = None):
+        super().__init__(message)
+        self.seconds = seconds
+
+
+def rendered_dom(page: Path, chromium: str, width: int = 1280, budget_ms: int = 20000,
+                 timeout: float | None = None) -> str:
+    """The DOM of ``page`` after headless Chromium has run its scripts, with the network unreachable.
+
+    ``timeout`` (seconds of wall time) defaults to RENDER_TIMEOUT_S scaled by the machine's load; past it
+    :class:`RenderTimeout` is raised, naming the page, the time it had and the load."""
+    timeout = timeouts.scaled(RENDER_TIMEOUT_S) if timeout is None else timeout
     cmd = [chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-extensions",
            "--disable-background-networking", "--no-first-run", "--mute-audio",
            "--host-resolver-rules=MAP * ~NOTFOUND",     # every host name fails: the page gets nothing from outside
            f"--window-size={max(width, 500)},2000", f"--virtual-time-budget={budget_ms}", "--dump-dom", page.resolve().as_uri()]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise RenderTimeout(f"chromium did not finish rendering {page} within {timeout:.0f} s of wall time "
+                            f"({timeouts.describe_load()})", timeout) from None
     if proc.returncode != 0 or "<html" not in proc.stdout:
         raise RuntimeError(f"chromium could not render {page} (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
     return proc.stdout
@@ -300,7 +325,7 @@ def audit_page(page: Path, chromium: str, width: int, budget_ms: int = 20000) ->
     return audit_pages([page], chromium, (width,), budget_ms)[page, width]
 
 
-def audit_pages(pages, chromium: str, widths=WIDTHS, budget_ms: int = 20000) -> dict:
+def audit_pages(pages, chromium: str, widths=WIDTHS, budget_ms: int = 20000, timeout: float | None = None) -> dict:
     """``{(page, width): (dom, audit)}``: :func:`audit_page` of every page of ``pages`` at every width of
     ``widths``, in one Chromium launch; ``dom`` only at the widest width (None at the others).
 
@@ -325,7 +350,14 @@ def audit_pages(pages, chromium: str, widths=WIDTHS, budget_ms: int = 20000) -> 
         frames = "\n".join(AUDIT_FRAME_ONE.format(src=copy.resolve().as_uri(), width=order[0],
                                                   widths=",".join(map(str, order))) for copy in copies)
         copies.append(_write_beside(pages[0], AUDIT_FRAME.format(frames=frames)))
-        frame = rendered_dom(copies[-1], chromium, width=len(pages) * order[0] + 40, budget_ms=budget_ms)
+        try:
+            frame = rendered_dom(copies[-1], chromium, width=len(pages) * order[0] + 40, budget_ms=budget_ms,
+                                 timeout=timeout)
+        except RenderTimeout as exc:
+            names = ", ".join(str(p) for p in pages)
+            raise RenderTimeout(f"chromium did not finish the audit of {names} at {', '.join(map(str, order))} px "
+                                f"within {exc.seconds:.0f} s of wall time ({timeouts.describe_load()})",
+                                exc.seconds) from None
     finally:
         for copy in copies:
             copy.unlink(missing_ok=True)
@@ -334,22 +366,23 @@ def audit_pages(pages, chromium: str, widths=WIDTHS, budget_ms: int = 20000) -> 
     for i, page in enumerate(pages):
         for width in widths:
             if (i, width) not in posted:
-                raise RuntimeError(f"the audit of {page} at {width} px did not finish within {budget_ms} ms of "
-                                   f"virtual time")
+                raise RenderTimeout(f"the audit of {page} at {width} px did not finish within {budget_ms} ms of "
+                                    f"virtual time ({timeouts.describe_load()})")
             audit = json.loads(html_module.unescape(posted[i, width]))
             results[page, width] = (audit.pop("dom", None), audit)
             if width != order[0] and audit["overflow"]:
-                results[page, width] = (None, _confirmed_at(page, width, audit, chromium, budget_ms))
+                results[page, width] = (None, _confirmed_at(page, width, audit, chromium, budget_ms, timeout))
     return results
 
 
-def _confirmed_at(page: Path, width: int, narrowed: dict, chromium: str, budget_ms: int) -> dict:
+def _confirmed_at(page: Path, width: int, narrowed: dict, chromium: str, budget_ms: int,
+                  timeout: float | None = None) -> dict:
     """The audit of ``page`` narrowed to ``width`` that found something too wide (``narrowed``), with the overflow
     that the page loaded at ``width`` in a launch of its own finds as well: what a phone shows. A page made narrower
     is measured once its handlers have run after the last "resize", but a timer of the page's that the browser runs
     late under load can still leave a box unmarked then (once, in a cold `make test`, every wide box of chapter
     05 at 412 px); a box that truly lacks its cue lacks it in both."""
-    _, loaded = audit_pages([page], chromium, (width,), budget_ms)[page, width]
+    _, loaded = audit_pages([page], chromium, (width,), budget_ms, timeout)[page, width]
     return {**narrowed, "overflow": [o for o in narrowed["overflow"] if o in loaded["overflow"]]}
 
 
@@ -622,8 +655,26 @@ def check_page(page: Path, html_root: Path, chromium: str, ids_of=None, audits=N
 def check_pages(pages, html_root: Path, chromium: str, ids_of=None) -> list[PageReport]:
     """:func:`check_page` of each page, the pages that are not redirects rendered in one Chromium launch."""
     rendered = [p for p in pages if redirect_target(p) is None]
-    audits = audit_pages(rendered, chromium, WIDTHS) if rendered else {}
+    audits = _audits_with_one_retry(rendered, chromium) if rendered else {}
     return [check_page(p, html_root, chromium, ids_of, audits) for p in pages]
+
+
+def _audits_with_one_retry(pages: list[Path], chromium: str, budget_ms: int = 20000) -> dict:
+    """:func:`audit_pages` of ``pages``, and where the launch runs out of time (wall or virtual), once more for each
+    page alone with RETRY_FACTOR times the time (calib_book.timeouts): a machine that is slow is given time, and a
+    page that never finishes is named, with the time it had."""
+    try:
+        return audit_pages(pages, chromium, WIDTHS, budget_ms)
+    except RenderTimeout as first:
+        audits = {}
+        for page in pages:
+            try:
+                audits.update(audit_pages([page], chromium, WIDTHS, budget_ms * 2,
+                                          timeouts.scaled(RENDER_TIMEOUT_S) * timeouts.RETRY_FACTOR))
+            except RenderTimeout as again:
+                raise RenderTimeout(f"{again}, retried alone after a launch of {len(pages)} page(s) had run out of "
+                                    f"{first.seconds or budget_ms / 1000:.0f} s", again.seconds) from None
+        return audits
 
 
 def _ids_reader():

@@ -370,6 +370,11 @@ def premise_html(record: Claim) -> str:
             f'{_html_with_math(premise_text(record))}</p>')
 
 
+#: The methods page, relative to a chapter's page and to the ledger's pages alike (both one folder deep): every
+#: empirical claim (one with ``scale``) links to it.
+METHODS_PAGE = "../book/methods.html"
+
+
 def claim_html(record: Claim) -> str:
     """The claim line as a block under its cell: a verdict badge, the claim's id with a permalink (its anchor,
     which the ledger pages link to), what the computation says, the statement and the evidence."""
@@ -379,7 +384,9 @@ def claim_html(record: Claim) -> str:
             f'<a class="claim-permalink" href="#{record.anchor}" title="Permalink to this claim">'
             f'<code class="claim-id">{html.escape(record.id)}</code><span class="claim-hash" aria-hidden="true">'
             f' #</span></a> <span class="claim-about">about the {record.about}</span> '
-            f'<span class="claim-outcome">{OUTCOME_WORDS[status_word(record)]}</span></div>'
+            f'<span class="claim-outcome">{OUTCOME_WORDS[status_word(record)]}</span>'
+            + (f' <a class="claim-method" href="{METHODS_PAGE}" title="How the book decides an empirical claim">'
+               f'how it is decided</a>' if record.scale else "") + '</div>'
             f'<p class="claim-statement">{_html_with_math(record.statement)}</p>'
             + (f'<p class="claim-evidence"><span class="claim-label">Evidence:</span> '
                f'{html.escape(record.evidence)}</p>' if record.evidence else "")
@@ -463,6 +470,19 @@ def drop_chapter(path: str | os.PathLike, chapter: str) -> None:
     keep = [line for line in path.read_text(encoding="utf-8").splitlines()
             if line.strip() and json.loads(line).get("chapter") != chapter]
     write_atomic(path, "".join(line + "\n" for line in keep))
+
+
+def keep_chapters(path: str | os.PathLike, chapters) -> None:
+    """Remove from the ledger ``path`` the records of every chapter not in ``chapters`` (those of ``_toc.yml``):
+    a chapter taken out of the book, or claims recorded outside the runner (``"interactive"``). One atomic write,
+    and none when there is nothing to remove."""
+    path, chapters = Path(path), set(chapters)
+    if not path.is_file():
+        return
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    keep = [line for line in lines if json.loads(line).get("chapter") in chapters]
+    if len(keep) != len(lines):
+        write_atomic(path, "".join(line + "\n" for line in keep))
 
 
 def write_atomic(path: str | os.PathLike, text: str | bytes) -> None:

@@ -15,11 +15,14 @@
 A student answers exercise ``ex-label`` by filling the dictionary ``ex_label = dict(part=...)`` of its cell. The
 public tests (:mod:`calib_book.course_check`) say right or wrong from salted digests of the rounded answer,
 with the part's hint, which names the concept; the hidden tests hold the expected values and tolerances and
-give the points. ``grade(chapter, submission)`` runs the autograder here, without Docker (``otter run``).
+give the points. ``grade(autograder_zip, submission)`` grades a submission here, without Docker: the submission runs in
+a kernel of its own under time limits, and the hidden tests run afterwards in a separate process that gets its answers
+as data, never in its kernel (``otter run`` runs them in the submission's kernel).
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import math
@@ -41,7 +44,8 @@ from calib_book.student import _EXERCISE_LABEL, strip_solutions
 
 __all__ = ["KeyPart", "key_parts", "answer_variable", "public_spec", "test_file", "student_notebook",
            "instructor_notebook", "planted_submission", "expected_points", "build_course", "grade",
-           "SelfTestRow", "self_test", "self_test_table", "STUDENT_SKIPS",
+           "SelfTestRow", "self_test", "self_test_table", "Grade", "CELL_TIMEOUT_S", "NOTEBOOK_TIMEOUT_S",
+           "INTERRUPT_GRACE_S", "COLLECT_TIMEOUT_S", "STUDENT_SKIPS",
            "REQUIREMENTS"]
 
 #: The files of ``book/calib_book`` that stay out of the student bundle: the key, the checker that imports it,
@@ -435,7 +439,7 @@ def self_test(course: Path, kinds: tuple[str, ...] = ("right", "wrong")) -> list
             for kind in kinds:
                 submission = Path(tmp) / f"{chapter}-{kind}.ipynb"
                 nbformat.write(planted_submission(chapter, kind), submission)
-                points = sum(grade(bundle, submission).values())
+                points = grade(bundle, submission).total
                 rows.append(SelfTestRow(chapter, kind, points, expected_points(chapter, kind),
                                         expected_points(chapter, "right")))
     return rows
@@ -449,13 +453,501 @@ def self_test_table(rows: list[SelfTestRow]) -> str:
     return "\n".join(lines)
 
 
-def grade(autograder_zip: Path, submission: Path) -> dict[str, float]:
-    """Grade ``submission`` with ``autograder_zip`` here, without Docker (``otter run``): points per exercise."""
-    import contextlib
-    import io
+#: Seconds one cell of a submission may run (``grade``'s ``cell_timeout``; the hidden tests get as long): a training
+#: cell of a chapter's quick profile takes a few minutes.
+CELL_TIMEOUT_S = 600
+#: Seconds all the cells of a submission may run together (``grade``'s ``timeout``).
+NOTEBOOK_TIMEOUT_S = 3600
+#: Seconds a cell interrupted at its time limit has to stop before its kernel is killed.
+INTERRUPT_GRACE_S = 10
+#: Seconds the cell that collects the answers may run (it encodes them as data, in the submission's kernel).
+COLLECT_TIMEOUT_S = 120
 
-    from otter.run import main as otter_run
 
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        results = otter_run(str(submission), autograder=str(autograder_zip), output_dir=None, no_logo=True)
-    return {name: float(results.get_score(name)) for name in results.results if name != "Public Tests"}
+@dataclass(frozen=True)
+class Grade:
+    """What :func:`grade` gives a submission: the points of each exercise (by label, one per test file of the
+    autograder), the points each could give, and the notes that say why points are missing beyond a wrong answer
+    (a cell past its time limit, a kernel that died, an answer of a type the grader cannot read)."""
+
+    points: dict[str, float]
+    possible: dict[str, float]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def total(self) -> float:
+        """The points of the submission."""
+        return float(sum(self.points.values()))
+
+
+# --- the answers as data: encoded in the submission's kernel, decoded in the process that runs the hidden tests ---
+
+def _encode_answer(value, depth=0, parse=True):
+    """``value`` as JSON data that the grader reads back without running any code: numbers, strings, True/False,
+    None, ``...``, lists, tuples, dicts, numeric arrays (whatever numpy converts, a torch tensor too) and sympy
+    expressions (their tree, :func:`_encode_expression`); any other type as unsupported, with its name. A string
+    (with ``parse``) goes with the expression sympy reads from it, parsed here: sympy's parser runs the text as
+    code, which the grader never does. It runs in the submission's kernel (its source is copied into the cell that
+    collects the answers) and imports what it needs itself."""
+    import numbers
+    import sys
+
+    if depth > 64:
+        return {"type": "unsupported", "value": "a value nested more than 64 levels deep"}
+    if value is None or value is Ellipsis:
+        return {"type": "none" if value is None else "ellipsis"}
+    if isinstance(value, str):
+        encoded = {"type": "str", "value": str(value)}
+        if parse:
+            try:
+                import sympy
+
+                encoded["expression"] = _encode_expression(sympy.sympify(str(value)), depth + 1)
+            except Exception:                                     # noqa: BLE001 (text that is no expression)
+                pass
+        return encoded
+    sympy, np = sys.modules.get("sympy"), sys.modules.get("numpy")
+    if sympy is not None and isinstance(value, sympy.Basic):
+        return _encode_expression(value, depth)
+    if sympy is not None and isinstance(value, sympy.MatrixBase):
+        return {"type": "matrix", "value": [[_encode_expression(value[i, j], depth + 1) for j in range(value.cols)]
+                                            for i in range(value.rows)]}
+    if isinstance(value, bool) or (np is not None and isinstance(value, np.bool_)):
+        return {"type": "bool", "value": bool(value)}
+    if isinstance(value, numbers.Integral):
+        return {"type": "int", "value": int(value)}
+    if isinstance(value, numbers.Real):
+        return {"type": "float", "value": float(value)}
+    if isinstance(value, numbers.Complex):
+        return {"type": "complex", "value": [float(value.real), float(value.imag)]}
+    if isinstance(value, (list, tuple)):
+        return {"type": "tuple" if isinstance(value, tuple) else "list",
+                "value": [_encode_answer(v, depth + 1) for v in value]}
+    if isinstance(value, dict):
+        return {"type": "dict", "value": [[_encode_answer(k, depth + 1, parse=False), _encode_answer(v, depth + 1)]
+                                          for k, v in value.items()]}
+    if hasattr(value, "__array__"):
+        import numpy as np
+
+        try:
+            array = np.asarray(value)
+            if array.dtype.kind == "O":
+                try:
+                    array = array.astype(float)
+                except (TypeError, ValueError):
+                    array = array.astype(complex)
+        except Exception:                                         # noqa: BLE001 (whatever __array__ raises)
+            array = None
+        if array is not None and array.dtype.kind in "biuf":
+            return {"type": "array", "dtype": array.dtype.str, "value": array.tolist()}
+        if array is not None and array.dtype.kind == "c":
+            return {"type": "array", "dtype": array.dtype.str, "value": array.real.tolist(),
+                    "imag": array.imag.tolist()}
+    kind = type(value)
+    return {"type": "unsupported", "value": f"a {kind.__module__}.{kind.__qualname__}"}
+
+
+def _encode_expression(expr, depth):
+    """A sympy expression as its tree: symbols with their assumptions, exact numbers, floats as decimal text,
+    singletons (pi, oo, ...) by name, and every other node by its class in sympy's namespace, the only classes the
+    grader rebuilds a node from; runs in the submission's kernel, as :func:`_encode_answer` does."""
+    import sympy
+
+    if depth > 64:
+        return {"type": "unsupported", "value": "a sympy expression nested more than 64 levels deep"}
+    name = type(expr).__name__
+    if isinstance(expr, sympy.Symbol):
+        assumptions = {k: v for k, v in expr.assumptions0.items() if isinstance(v, bool)}
+        return {"type": "symbol", "value": expr.name, "assumptions": assumptions}
+    if isinstance(expr, sympy.Integer):
+        return {"type": "integer", "value": int(expr)}
+    if isinstance(expr, sympy.Rational):
+        return {"type": "rational", "value": [int(expr.p), int(expr.q)]}
+    if isinstance(expr, sympy.Float):
+        return {"type": "sympy-float", "value": str(expr), "precision": int(getattr(expr, "_prec", 53))}
+    if not expr.args and getattr(sympy.S, name, None) is expr:
+        return {"type": "singleton", "value": name}
+    if name == "ExprCondPair" or getattr(sympy, name, None) is type(expr):
+        return {"type": "node", "value": name, "args": [_encode_expression(a, depth + 1) for a in expr.args]}
+    return {"type": "unsupported", "value": f"the sympy class {name}"}
+
+
+class _Unreadable:
+    """An answer the grader could not read back (a type :func:`_encode_answer` does not encode): no comparison of
+    the hidden tests accepts it."""
+
+    def __init__(self, what):
+        self.what = what
+
+    def __repr__(self):
+        return "<an answer the grader cannot read>"
+
+    def _sympy_(self):
+        raise TypeError("an answer the grader cannot read")
+
+
+class _Text(str):
+    """A text answer in the grader: the text, and the sympy expression the submission's kernel read from it, which
+    ``sympy.sympify`` returns (``_sympy_``) instead of parsing the text, which would run it as code here."""
+
+    def __new__(cls, text, expression=None):
+        self = super().__new__(cls, text)
+        self.expression = expression
+        return self
+
+    def _sympy_(self):
+        if self.expression is None:
+            raise TypeError(f"{str(self)[:40]!r} is not an expression sympy reads")
+        return self.expression
+
+
+def _decode_answer(data, depth=0):
+    """The answer :func:`_encode_answer` encoded, rebuilt from data only; anything else raises (ValueError, or the
+    TypeError of numpy or sympy), and the grader counts that answer as unreadable."""
+    import numpy as np
+
+    if depth > 64 or not isinstance(data, dict):
+        raise ValueError("not an encoded answer")
+    kind, value = data.get("type"), data.get("value")
+    if kind in ("none", "ellipsis"):
+        return None if kind == "none" else Ellipsis
+    if kind == "str" and isinstance(value, str):
+        try:
+            expression = _decode_expression(data["expression"], depth + 1) if "expression" in data else None
+        except Exception:                                         # noqa: BLE001 (an expression it cannot rebuild)
+            expression = None
+        return _Text(value, expression)
+    if kind == "bool" and isinstance(value, bool) or kind == "int" and type(value) is int:
+        return value
+    if kind == "float" and type(value) in (int, float):
+        return float(value)
+    if kind == "complex" and isinstance(value, list) and len(value) == 2 \
+            and all(type(v) in (int, float) for v in value):
+        return complex(*value)
+    if kind in ("list", "tuple") and isinstance(value, list):
+        items = [_decode_answer(v, depth + 1) for v in value]
+        return items if kind == "list" else tuple(items)
+    if kind == "dict" and isinstance(value, list):
+        return {_decode_answer(k, depth + 1): _decode_answer(v, depth + 1) for k, v in value}
+    if kind == "array":
+        dtype = np.dtype(str(data.get("dtype")))
+        if dtype.kind not in "biufc":
+            raise ValueError(f"an array of dtype {dtype}")
+        if dtype.kind != "c":
+            return np.array(value, dtype=dtype)
+        return (np.array(value, dtype=float) + 1j * np.array(data.get("imag"), dtype=float)).astype(dtype)
+    if kind == "matrix" and isinstance(value, list):
+        import sympy
+
+        return sympy.Matrix([[_decode_expression(e, depth + 1) for e in row] for row in value])
+    if kind == "unsupported":
+        return _Unreadable(str(value))
+    return _decode_expression(data, depth)
+
+
+def _decode_expression(data, depth):
+    """The sympy expression :func:`_encode_expression` encoded, rebuilt from sympy's own classes; ValueError for
+    anything else."""
+    import re
+
+    import sympy
+    from sympy.functions.elementary.piecewise import ExprCondPair
+
+    kind, value = data.get("type"), data.get("value")
+    if depth > 64:
+        raise ValueError("a sympy expression nested more than 64 levels deep")
+    if kind == "symbol" and isinstance(value, str):
+        assumptions = data.get("assumptions") or {}
+        if isinstance(assumptions, dict) and all(isinstance(k, str) and isinstance(v, bool)
+                                                 for k, v in assumptions.items()):
+            return sympy.Symbol(value, **assumptions)
+    if kind == "integer" and type(value) is int:
+        return sympy.Integer(value)
+    if kind == "rational" and isinstance(value, list) and len(value) == 2 and all(type(v) is int for v in value):
+        return sympy.Rational(*value)
+    precision = data.get("precision")
+    if kind == "sympy-float" and isinstance(value, str) and re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?",
+                                                                         value) \
+            and type(precision) is int and 1 <= precision <= 10_000:
+        return sympy.Float(value, precision=precision)
+    if kind == "singleton" and isinstance(value, str) and value.isidentifier() and not value.startswith("_"):
+        single = getattr(sympy.S, value, None)
+        if isinstance(single, sympy.Basic):
+            return single
+    if kind == "node" and isinstance(value, str) and not value.startswith("_") and isinstance(data.get("args"), list):
+        node = ExprCondPair if value == "ExprCondPair" else getattr(sympy, value, None)
+        if isinstance(node, type) and issubclass(node, sympy.Basic):
+            return node(*[_decode_expression(a, depth + 1) for a in data["args"]])
+    raise ValueError(f"an encoded answer of type {kind!r}")
+
+
+def _run_hidden_tests(tests, answers):
+    """Run the test files ``tests`` (label -> source) on the encoded ``answers`` (variable -> data): the points per
+    file, the points it could give, and a note per answer the grader could not read. The process that calls it runs
+    no code of the submission: the answers arrive as data (:func:`_decode_answer`). otter's ``test_case``, the one
+    name the files import from otter, is defined here (otter's own import takes seconds): a case passes when its
+    function returns, and gives its points (otter's rule for the files :func:`test_file` writes)."""
+    import inspect
+    import sys
+    import types
+
+    class test_case:                                              # noqa: N801 (otter's name)
+        def __init__(self, name=None, points=None, hidden=False, success_message=None, failure_message=None):
+            self.name, self.points, self.hidden = name, points, hidden
+
+        def __call__(self, test_func):
+            self.test_func = test_func
+            return self
+
+    otter, files = types.ModuleType("otter"), types.ModuleType("otter.test_files")
+    files.test_case, otter.test_files = test_case, files
+    sys.modules.update({"otter": otter, "otter.test_files": files})
+    env, notes = {}, []
+    for variable, data in answers.items():
+        try:
+            if isinstance(data, dict) and data.get("type") == "dict" and isinstance(data.get("value"), list):
+                env[variable] = {}
+                for key, value in data["value"]:
+                    key = _decode_answer(key)
+                    try:
+                        env[variable][key] = _decode_answer(value)
+                    except Exception as exc:                      # noqa: BLE001 (any malformed data)
+                        env[variable][key] = _Unreadable(f"malformed data ({exc})")
+            else:
+                env[variable] = _decode_answer(data)
+        except Exception as exc:                                  # noqa: BLE001
+            env[variable] = _Unreadable(f"malformed data ({exc})")
+        given = env[variable]
+        for key, value in (given.items() if isinstance(given, dict) else [(None, given)]):
+            if isinstance(value, _Unreadable):
+                where = variable if key is None else f"{variable}[{key!r}]"
+                notes.append(f"{where}: the grader cannot read {value.what}; give a number, an array, a string, "
+                             f"True/False or a sympy expression")
+    results = {}
+    for label, source in tests.items():
+        space = {}
+        exec(compile(source, f"tests/{label}.py", "exec"), space)     # noqa: S102 (the autograder's own tests)
+        score = possible = 0.0
+        for case in [v for v in space.values() if isinstance(v, test_case)]:
+            possible += float(case.points)
+            arguments = {p: env if p == "env" else env.get(p) for p in inspect.signature(case.test_func).parameters}
+            try:
+                case.test_func(**arguments)
+            except Exception:                                     # noqa: BLE001 (a failed case, as otter counts it)
+                continue
+            score += float(case.points)
+        results[space["name"]] = {"score": score, "possible": possible}
+    return {"results": results, "notes": notes}
+
+
+_HIDDEN_MAIN = '''
+if __name__ == "__main__":
+    import json
+    import sys
+
+    payload = json.load(sys.stdin)
+    stdout, sys.stdout = sys.stdout, sys.stderr
+    stdout.write(json.dumps(_run_hidden_tests(payload["tests"], payload["answers"])))
+'''
+
+
+@functools.cache
+def _hidden_runner_source() -> str:
+    """The program that runs the hidden tests in a process of its own (``python -I``, :func:`_run_hidden_tests`)."""
+    parts = (_Unreadable, _Text, _decode_answer, _decode_expression, _run_hidden_tests)
+    return "\n\n".join(textwrap.dedent(inspect.getsource(p)) for p in parts) + "\n" + _HIDDEN_MAIN
+
+
+def _collect_source(variables: list[str], path: Path) -> str:
+    """The cell that writes the answers the hidden tests read (the variables ``variables``) to ``path``, encoded by
+    :func:`_encode_answer` in the submission's kernel."""
+    encoders = "\n\n".join(inspect.getsource(f) for f in (_encode_answer, _encode_expression))
+    return (f"{encoders}\n\ndef _calib_collect_answers(names, path):\n    import json\n\n"
+            f"    space = globals()\n    answers = {{n: _encode_answer(space[n]) for n in names if n in space}}\n"
+            f"    with open(path, 'w', encoding='utf-8') as file:\n        json.dump(answers, file)\n\n\n"
+            f"_calib_collect_answers({variables!r}, {str(path)!r})\n")
+
+
+def _hidden_tests(autograder_zip: Path) -> dict[str, str]:
+    """The test files of an autograder (``tests/<label>.py`` in the zip ``otter generate`` wrote), read into memory
+    before the submission runs: label -> source."""
+    import zipfile
+
+    path = Path(autograder_zip)
+    if not path.is_file() or not zipfile.is_zipfile(path):
+        raise ValueError(f"autograder_zip={str(autograder_zip)!r} is not a zip file: give an autograder that "
+                         f"`make course` wrote, _build/course/autograder/NN-slug.zip.")
+    with zipfile.ZipFile(path) as archive:
+        tests = {Path(name).stem: archive.read(name).decode("utf-8") for name in archive.namelist()
+                 if re.fullmatch(r"tests/[^/]+\.py", name)}
+    if not tests:
+        raise ValueError(f"autograder_zip={str(autograder_zip)!r} holds no tests/*.py: give an autograder that "
+                         f"`make course` wrote, _build/course/autograder/NN-slug.zip.")
+    return tests
+
+
+def _execute_submission(submission: Path, variables: list[str], folder: Path, cell_timeout: float,
+                        timeout: float) -> tuple[dict | None, list[str]]:
+    """Run the submission's code cells in a kernel of its own, in ``folder`` (empty: no test in it), each within
+    ``cell_timeout`` and all within ``timeout`` seconds, then encode the answers ``variables`` as data; returns them
+    (None where the submission scores 0: its kernel died or would not stop) and the notes on what went wrong."""
+    import subprocess
+
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+    try:
+        nb = nbformat.read(submission, as_version=4)
+    except Exception as exc:                                      # noqa: BLE001 (any unreadable file)
+        return None, [f"the submission is not a notebook nbformat reads ({type(exc).__name__}): it scores 0"]
+    answers_file = folder / f"answers-{secrets.token_hex(8)}.json"
+    # A cell past its limit is interrupted by nbclient, which then waits for that cell's last output (a poller left
+    # waiting would take the next cells' outputs); the reply it gives such a cell carries this marker.
+    marker = f"calib-grade-timeout-{secrets.token_hex(8)}"
+    replies: list[dict] = []
+    client = NotebookClient(nb, kernel_name="python3", allow_errors=True, shutdown_kernel="immediate",
+                            record_timing=False, interrupt_on_timeout=True,
+                            error_on_timeout={"ename": "TimeoutError", "evalue": marker, "traceback": []},
+                            on_cell_executed=lambda **kw: replies.append(kw["execute_reply"]),
+                            resources={"metadata": {"path": str(folder)}})
+    notes: list[str] = []
+    deadline = time.monotonic() + timeout
+
+    def run(cell, index: int, limit: float, interrupt: bool) -> str | None:
+        """Run ``cell``: None when it returned, "interrupted" (past ``limit``, interrupted), "timeout" (past
+        ``limit``, without ``interrupt``) or "dead"."""
+        client.timeout, client.interrupt_on_timeout = max(1, math.ceil(limit)), interrupt
+        replies.clear()
+        try:
+            client.execute_cell(cell, index)
+        except CellTimeoutError:
+            return "timeout"
+        except DeadKernelError:
+            return "dead"
+        interrupted = any(r.get("content", {}).get("evalue") == marker for r in replies)
+        return "interrupted" if interrupted else None
+
+    dead = ("the kernel died in {where} (os._exit, exit(), a crash or no memory left): the answers are lost, the "
+            "submission scores 0")
+    with client.setup_kernel(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):
+        code = [(index, cell) for index, cell in enumerate(nb.cells) if cell.cell_type == "code"]
+        for number, (index, cell) in enumerate(code, 1):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                notes.append(f"the notebook's time limit ({timeout:g} s) ran out before code cell {number}: it and "
+                             f"the {len(code) - number} after it did not run")
+                break
+            outcome = run(cell, index, min(cell_timeout, left), interrupt=True)
+            if outcome == "dead":
+                return None, notes + [dead.format(where=f"code cell {number}")]
+            if outcome == "interrupted":
+                limit = f"its time limit ({cell_timeout:g} s)" if cell_timeout <= left else \
+                    f"the notebook's time limit ({timeout:g} s)"
+                notes.append(f"code cell {number} ran past {limit} and was interrupted: the answers it would have "
+                             f"given are missing")
+                if run(nbformat.v4.new_code_cell("pass"), index, INTERRUPT_GRACE_S, interrupt=False) is not None:
+                    return None, notes + [f"code cell {number} did not stop within {INTERRUPT_GRACE_S} s of the "
+                                          f"interrupt: its kernel was killed, the submission scores 0"]
+        collect = nbformat.v4.new_code_cell(_collect_source(variables, answers_file))
+        nb.cells.append(collect)
+        outcome = run(collect, len(nb.cells) - 1, COLLECT_TIMEOUT_S, interrupt=False)
+        if outcome == "dead":
+            return None, notes + [dead.format(where="the cell that collects the answers")]
+        if outcome == "timeout":
+            return None, notes + [f"the answers could not be collected within {COLLECT_TIMEOUT_S} s: the submission "
+                                  f"scores 0"]
+    # the kernel is shut down: nothing of the submission runs from here on
+    errors = [f"{o.get('ename')}: {o.get('evalue')}" for o in collect.get("outputs", []) if o.output_type == "error"]
+    try:
+        answers = json.loads(answers_file.read_text(encoding="utf-8"))
+        if not isinstance(answers, dict):
+            raise ValueError(f"a {type(answers).__name__}, not a dictionary of answers")
+    except (OSError, ValueError, RecursionError) as exc:
+        why = errors[0] if errors else f"{type(exc).__name__}: {exc}"
+        return None, notes + [f"the answers could not be collected ({why}): the submission scores 0"]
+    return answers, notes
+
+
+def _apply_hidden_tests(tests: dict[str, str], answers: dict, limit: float) -> dict:
+    """:func:`_run_hidden_tests` in a fresh ``python -I`` process, which gets the tests and the answers as JSON on its
+    standard input and ``limit`` seconds; its results, a note added when it ran out of time (the answers count as
+    not given)."""
+    import subprocess
+    import sys
+    import tempfile
+
+    payload = json.dumps({"tests": tests, "answers": answers})
+    with tempfile.TemporaryDirectory(prefix="calib-hidden-") as folder:
+        try:
+            done = subprocess.run([sys.executable, "-I", "-c", _hidden_runner_source()], input=payload, text=True,
+                                  capture_output=True, timeout=max(1.0, limit), cwd=folder)
+        except subprocess.TimeoutExpired:
+            result = _apply_hidden_tests(tests, {}, limit) if answers else None
+            if result is None:
+                raise RuntimeError(f"the hidden tests did not finish within {limit:g} s on no answers") from None
+            result["notes"].append(f"the hidden tests ran past the time limit ({limit:g} s) on these answers: the "
+                                   f"submission scores 0")
+            return result
+    if done.returncode != 0:
+        raise RuntimeError(f"the hidden tests' process failed (exit status {done.returncode}):\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout)
+
+
+def grade(autograder_zip: Path, submission: Path, *, cell_timeout: float = CELL_TIMEOUT_S,
+          timeout: float = NOTEBOOK_TIMEOUT_S) -> Grade:
+    """Grade the notebook ``submission`` with the hidden tests of ``autograder_zip``, here, without Docker; the hidden
+    tests never run in the submission's kernel.
+
+    The submission runs in a Jupyter kernel of its own, in an empty temporary folder; the hidden tests are read into
+    memory beforehand and are never written where that kernel runs. Each code cell may run ``cell_timeout``
+    seconds and all of them ``timeout`` seconds: a cell past its limit is interrupted and its answers are missing
+    (the rest of the notebook runs on); a cell that does not stop within :data:`INTERRUPT_GRACE_S` of the interrupt,
+    and a kernel that dies (``os._exit``, ``exit()``, a crash), end the run, and the submission scores 0. Then a cell
+    encodes the answer dictionaries (``ex_label = dict(...)``, the only names the tests read) as JSON data
+    (:func:`_encode_answer`), the kernel is shut down, and the hidden tests run in a fresh ``python -I`` process that
+    gets the answers as data, within ``cell_timeout`` seconds: what the submission patched in its kernel (numpy,
+    sympy, otter) is not there, and the answers carry no code. ``otter run`` instead copies the hidden tests next to
+    the submission and runs them in its kernel, where a submission can read or patch them.
+
+    This is not a sandbox: the submission's code runs as the user who grades, with that user's files; a submission
+    that searches the disk for the autograder, or leaves a process behind, is kept from it only by an account or a
+    container it cannot read the autograder from.
+
+    Parameters
+    ----------
+    autograder_zip : Path
+        An autograder that :func:`build_course` wrote (``autograder/NN-slug.zip``).
+    submission : Path
+        The student's notebook (``.ipynb``).
+    cell_timeout : float
+        Seconds one code cell may run (and the hidden tests), :data:`CELL_TIMEOUT_S` by default.
+    timeout : float
+        Seconds all the code cells may run together, :data:`NOTEBOOK_TIMEOUT_S` by default.
+
+    Returns
+    -------
+    Grade
+        The points per exercise, the points possible and the notes on time limits, a dead kernel and answers the
+        grader could not read.
+    """
+    import tempfile
+
+    for name, value in (("cell_timeout", cell_timeout), ("timeout", timeout)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            raise ValueError(f"{name}={value!r}: give the seconds as a positive finite number.")
+    submission = Path(submission)
+    if submission.suffix != ".ipynb" or not submission.is_file():
+        raise ValueError(f"submission={str(submission)!r} is not a notebook file: give the student's .ipynb "
+                         f"(grade runs notebooks; `otter run` also takes .py and .zip submissions).")
+    tests = _hidden_tests(autograder_zip)
+    variables = sorted({answer_variable(label) for label in tests})
+    # the hidden runner's source, read (and cached) before a kernel runs: a task that nbclient leaves behind a
+    # killed kernel, logged while CPython 3.11 parses the source, made ast.parse raise SystemError
+    _hidden_runner_source()
+    with tempfile.TemporaryDirectory(prefix="calib-grade-", ignore_cleanup_errors=True) as folder:
+        answers, notes = _execute_submission(submission, variables, Path(folder), cell_timeout, timeout)
+    graded = _apply_hidden_tests(tests, answers or {}, cell_timeout)
+    results = graded["results"]
+    return Grade({label: results[label]["score"] for label in sorted(results)},
+                 {label: results[label]["possible"] for label in sorted(results)}, tuple(notes + graded["notes"]))

@@ -298,7 +298,7 @@ def ledger_page(records: list[claims_module.Claim], order: list[str]) -> str:
            *vocabulary_table(), "",
            "Each claim is *about* the paper's text, the authors' released code (never an erratum of the paper), or "
            "the book's own finding that extends a paper. Claims about a training outcome are judged from several "
-           "seeds and an interval (`calib.stats`), never from one run.", "",
+           "seeds and an interval, never from one run, by the one procedure of {doc}`methods` (`calib.stats`).", "",
            "**The block under a cell.** When a chapter runs, each claim shows its verdict as a badge, its name "
            "(a permalink: the entries below link to it), what the computation says and the measured evidence; as "
            "text, `[holds] mukhoti2020/prop2, about the paper; the computation confirms the verdict: max |g-1| = "
@@ -370,7 +370,8 @@ def reproduction_page(records: list[claims_module.Claim]) -> str:
     mine = [c for c in records if c.verdict in claims_module.EMPIRICAL]
     out = ["(reproduction)=", "# Reproduction", "",
            f"The empirical statements that this book's runs could not confirm: {len(mine)} in all. Empirical "
-           "verdicts come from several seeds and an interval (`calib.stats`); each entry states the scale of our "
+           "verdicts come from several seeds and an interval, by the procedure of {doc}`methods` (`calib.stats`); "
+           "each entry states the scale of our "
            "runs, which is usually far smaller than the paper's.", "",
            "Table by table, every empirical result of the five papers with its status here, the scale of our "
            "evidence and the command that would test it at the paper's scale is in the reproduction summary of "

@@ -7,7 +7,9 @@ The layout under ``_build/``:
 ``_build/src/``              the staged book source: ``_config.yml``, ``_toc.yml``, ``book/`` and the executed
                              chapters as ``chapters/NN-slug.ipynb``, plus the generated ledger, errata and
                              execution-statistics pages
-``_build/claims.jsonl``      the claims ledger, one JSON object per claim (see :mod:`calib_book.claims`)
+``_build/claims.jsonl``      the claims ledger, one JSON object per claim (see :mod:`calib_book.claims`): each
+                             chapter's records from its last successful run, replaced chapter by chapter (never
+                             emptied first, so an interrupted run leaves every chapter's last records)
 ``_build/timings.json``      wall time of each chapter's last execution, and whether this run reused it
 ``_build/cache/``            per chapter, the key of its last successful execution (``NAME.json``) and the
                              claims it recorded (``NAME.claims.jsonl``): see "Executing only what changed"
@@ -27,6 +29,9 @@ A chapter is executed again only when something its output depends on changed. I
   byte (:func:`~calib_book.cache.library_digest`);
 - the stored results and data it reads (:func:`~calib_book.cache.chapter_inputs`): ``book/data/``, ``book/results/NAME/`` and every
   ``book/results/OTHER`` its source names (chapters 07 and 11 read chapter 10's runs);
+- the environment variables that choose what it reads (``CALIB_DATA``, ``CALIB_BOOK_ROOT``:
+  :data:`~calib_book.cache.INPUT_VARIABLES`) and a fingerprint of the dataset files it loads (path, size,
+  modification time and the digest of each file's first and last MB, :func:`~calib_book.cache.dataset_fingerprints`);
 - the versions of Python and of the numerical packages (``KEYED_PACKAGES``), the CPU instruction set the kernel's
   torch is pinned to (``calib._reproducible``) and its thread count, one in the quick profile
   (:func:`~calib_book.cache.kernel_environment`).
@@ -35,9 +40,11 @@ The whole library, not the modules a chapter imports: a chapter also reaches the
 inside functions and through subprocesses (``calib train``) that its kernel's ``sys.modules`` never shows, and
 the book's machinery decides how a chapter is executed; a digest of every file is simple and cannot miss one,
 at the price that an edit to any module executes every chapter again (hashing takes well under a second a
-chapter, the stored results included). The datasets a chapter loads (Fashion-MNIST, scikit-learn's digits) are
-published, fixed files: Fashion-MNIST is checked against its published MD5 when :mod:`calib.data` downloads it,
-the digits come with scikit-learn (whose version is in the key), so they are not hashed at every run.
+chapter, the stored results included: 0.15 s for chapter 05, of which 0.01 s for Fashion-MNIST's fingerprint).
+The datasets a chapter loads are fingerprinted, not hashed whole (30 MB for Fashion-MNIST, 0.06 s): a file
+replaced or rewritten changes its modification time or size. The digits come with scikit-learn, whose version is
+in the key. Runs that a chapter trains at parameters of no stored result are keyed on the library too
+(:func:`~calib_book.cache.library_keyed_folder`).
 
 A chapter whose key equals the one stored after its last successful execution, whose executed notebook is the
 one that execution wrote (its SHA-256 is stored) and whose claims file reads back whole is *reused*: its
@@ -82,6 +89,7 @@ from pathlib import Path
 import yaml
 
 from calib_book import claims as claims_module
+from calib_book import timeouts
 from calib_book.cache import (chapter_inputs, chapter_key, digest_file, kernel_environment,  # noqa: F401 (re-exported)
                               library_digest)
 from calib_book.claims import repo_root
@@ -130,7 +138,9 @@ PARAMETER_RANGES = {
     "noise": ParameterRange(0, 0.5, high_open=True, why="the share of labels flipped"),
     "gamma": ParameterRange(0, why="focal loss's gamma; 0 is cross-entropy"),
     "half_side": ParameterRange(0, low_open=True, why="half the side of the square of cluster centres"),
-    "quick_epochs": ParameterRange(1, why="epochs of the quick profile"),
+    "quick_epochs": ParameterRange(4, why="epochs of the quick profile; chapter 05 compares the first epoch, the "
+                                          "first learning-rate drop (after half of them), the epoch after it and the "
+                                          "last, four different epochs"),
     "quick_train": ParameterRange(1, why="training images of the quick profile"),
     "beta": ParameterRange(0, why="the weight of the secondary loss"),
     "verify_runs": ParameterRange(0, why="a number of runs"),
@@ -139,6 +149,12 @@ PARAMETER_RANGES = {
 
 class ChapterError(RuntimeError):
     """A chapter failed to execute; the message names the chapter and the failing cell."""
+
+
+#: Seconds a chapter's kernel may take to start on an idle machine (papermill's ``start_timeout``, 60 by default),
+#: scaled by the machine's load (:mod:`calib_book.timeouts`): under a load of 16 on 2 cores a start takes 8 times as
+#: long.
+KERNEL_START_TIMEOUT_S = 60
 
 
 class BuildLockedError(RuntimeError):
@@ -177,7 +193,9 @@ class BuildLock:
 
     def __enter__(self) -> "BuildLock":
         with self._guard:
-            if self._depth.get(self.key, 0) == 0:
+            #: whether this ``with`` took the lock (no run or build of this process holds it already)
+            self.outermost = self._depth.get(self.key, 0) == 0
+            if self.outermost:
                 self._acquire()
             self._depth[self.key] = self._depth.get(self.key, 0) + 1
         return self
@@ -331,8 +349,21 @@ def run_chapter(root: Path, name: str, profile: str = "quick", parameters: dict 
     :func:`~calib_book.cache.chapter_key` is that of its last successful execution is not executed: its notebook and claims are
     reused (the module's docstring says when), unless ``force``. Holds the :class:`BuildLock`.
     """
-    with BuildLock(root):
+    with BuildLock(root) as lock:
+        if lock.outermost:
+            _remove_stale_running_files(root)
         return _run_chapter(root, name, profile, parameters, timeout, strict, force)
+
+
+def _remove_stale_running_files(root: Path) -> None:
+    """Delete the ``claims.<chapter>.*.running.jsonl`` files of ``_build/`` (a chapter's records while it executes)
+    that a killed run left behind. Called only by the process that has just taken the :class:`BuildLock`, before
+    it starts a chapter: no other run on this ``_build/`` can be going (the lock), and this one has not started
+    one, so each such file is a dead run's."""
+    build = build_dir(root)
+    if build.is_dir():
+        for path in build.glob("claims.*.running.jsonl"):
+            path.unlink(missing_ok=True)
 
 
 def _run_chapter(root: Path, name: str, profile: str, parameters: dict | None, timeout: int | None,
@@ -389,6 +420,7 @@ def _run_chapter(root: Path, name: str, profile: str, parameters: dict | None, t
         # other: a kernel then ran in the test process's folder, and that process was left in the book's)
         papermill.execute_notebook(str(raw), str(executed), parameters=params, kernel_name="python3",
                                    progress_bar=False, log_output=False, execution_timeout=timeout,
+                                   start_timeout=math.ceil(timeouts.scaled(KERNEL_START_TIMEOUT_S)),
                                    request_save_on_cell_execute=False,
                                    kernel_manager_class=_kernel_manager_logging_to(kernel_log, kernel_env,
                                                                                    Path(root).resolve()))
@@ -609,12 +641,18 @@ def run_book(root: Path, profile: str = "quick", only: list[str] | None = None, 
     for name in names:                              # every check before the first chapter runs
         check_parameters(name, declared[name], {"profile": profile, **{k: v for k, v in (parameters or {}).items()
                                                                         if k in declared[name]}})
-    with BuildLock(root), _quiet_when_interrupted():
-        if not only:
-            (build_dir(root) / "claims.jsonl").unlink(missing_ok=True)
+    ledger = build_dir(root) / "claims.jsonl"
+    with BuildLock(root) as lock, _quiet_when_interrupted():
+        if lock.outermost:
+            _remove_stale_running_files(root)
+        # the ledger is never emptied first: each chapter's records are replaced when it succeeds or is reused, so an
+        # interrupted run leaves every chapter's last successful records; those of chapters no longer in _toc.yml go
+        claims_module.keep_chapters(ledger, chapters_in_toc(root))
         _stage_static(root, build_dir(root) / "src")
-        runs = _run_chapters(root, names, declared, profile, parameters, keep_going, strict, force, jobs)
-        _order_ledger(build_dir(root) / "claims.jsonl", chapters_in_toc(root))
+        try:
+            runs = _run_chapters(root, names, declared, profile, parameters, keep_going, strict, force, jobs)
+        finally:
+            _order_ledger(ledger, chapters_in_toc(root))
     print(timing_table(runs))
     if any(not run.ok for run in runs):
         raise ChapterError("; ".join(run.error for run in runs if not run.ok))
@@ -767,8 +805,9 @@ def _build_book(root: Path, strict: bool, student: bool, with_student: bool = Fa
         raise ChapterError(f"chapter{'s' if plural else ''} {', '.join(failed)} ha{'ve' if plural else 's'} "
                            f"no successful run (its notebook is partial or missing, and its claims would be missing "
                            f"from the ledger); fix and run `calib book run --only {failed[0]}`, then build.")
-    _stage_static(root, src)
     records = claims_module.read_ledger(build / "claims.jsonl")
+    _check_ledger(records, names, timings)
+    _stage_static(root, src)
     _write_if_changed(src / "book" / "claims.md", ledger_page(records, names))
     _write_if_changed(src / "book" / "errata.md", errata_page(records))
     _write_if_changed(src / "book" / "reproduction.md", reproduction_page(records))
@@ -814,6 +853,26 @@ def _build_book(root: Path, strict: bool, student: bool, with_student: bool = Fa
                                        reused=timings[n].get("reused", False)) for n in names if n in timings]))
     print(f"[book] {index}")
     return index
+
+
+def _check_ledger(records: list, names: list[str], timings: dict) -> None:
+    """Refuse to publish a ledger that is not each chapter's last successful run: a chapter of ``_toc.yml`` whose
+    records in ``_build/claims.jsonl`` are not as many as that run recorded (``timings.json``; none at all after
+    a run interrupted by an earlier version, which emptied the ledger first), or records of a chapter not in
+    ``_toc.yml`` (a removed chapter, or a notebook run outside the runner)."""
+    counts: dict[str, int] = {}
+    for record in records:
+        counts[record.chapter] = counts.get(record.chapter, 0) + 1
+    short = [f"{n} ({counts.get(n, 0)} of the {timings[n]['claims']} claims its last successful run recorded)"
+             for n in names if counts.get(n, 0) != timings[n]["claims"]]
+    strays = sorted(set(counts) - set(names))
+    if short or strays:
+        problems = ([f"the ledger lacks the claims of chapter{'s' if len(short) > 1 else ''} {', '.join(short)}"]
+                    if short else []) + ([f"it holds claims of {', '.join(strays)}, not a chapter of _toc.yml"]
+                                         if strays else [])
+        raise ChapterError(f"_build/claims.jsonl is not the chapters' last successful runs: {'; '.join(problems)}. "
+                           f"Run `calib book run` (it reuses every unchanged chapter and puts its claims back), then "
+                           f"build.")
 
 
 def _stage_student(root: Path, src: Path, names: list[str]) -> Path:

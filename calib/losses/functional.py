@@ -16,6 +16,7 @@ are in :mod:`calib.losses.batch`; names such as ``"fl-3"`` are turned into losse
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 import torch.nn.functional as F
@@ -259,7 +260,9 @@ class EpochScheduledFocalLoss(torch.nn.Module):
     Call :meth:`set_epoch` at the start of every epoch (``calib.train`` does). The paper gives the switch
     epochs for a 350-epoch run (100 and 250); for a run of E epochs they are scaled to
     ``round(100 E / 350)`` and ``round(250 E / 350)`` (the book's choice; the paper gives no rule, and the
-    official code uses 30 and 70 for its 100-epoch Tiny-ImageNet runs).
+    official code uses 30 and 70 for its 100-epoch Tiny-ImageNet runs). The epoch and the run's length are part
+    of ``state_dict()`` (``_extra_state``), so a loop that checkpoints the loss with the model resumes the
+    schedule where it stopped.
 
     Parameters
     ----------
@@ -288,6 +291,21 @@ class EpochScheduledFocalLoss(torch.nn.Module):
         if total_epochs is not None:
             self.total_epochs = int(total_epochs)
         self.epoch = int(epoch)
+
+    def get_extra_state(self) -> dict:
+        """The schedule's position, which ``state_dict()`` keeps: ``{"epoch": ..., "total_epochs": ...}``."""
+        return {"epoch": self.epoch, "total_epochs": self.total_epochs}
+
+    def set_extra_state(self, state) -> None:
+        """Restore :meth:`get_extra_state`'s epoch and run length (``load_state_dict``), checked."""
+        if not isinstance(state, dict) or set(state) != {"epoch", "total_epochs"}:
+            raise ValueError(f"{self.__name__}: the loss's state must be {{'epoch': e, 'total_epochs': E}} as "
+                             f"state_dict() gives it; got {state!r}.")
+        for name in ("epoch", "total_epochs"):
+            value = state[name]
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise ValueError(f"{self.__name__}: the state's {name} must be an integer >= 1; got {value!r}.")
+        self.set_epoch(int(state["epoch"]), int(state["total_epochs"]))
 
     def switch_epochs(self) -> tuple:
         """The last epoch of each phase but the final one, scaled to the run length."""

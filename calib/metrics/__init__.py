@@ -18,7 +18,9 @@ A package; every public name is importable from ``calib.metrics``:
 - :mod:`calib.metrics.streaming`: the same metrics accumulated over batches and across processes
   (``update`` / ``compute`` / ``reset``, reduced with ``torch.distributed``);
 - :mod:`calib.metrics.registry`: the metrics of the book's tables by name, :data:`~calib.metrics.registry.REGISTRY`
-  (:func:`~calib.metrics.registry.get_metric`).
+  (:func:`~calib.metrics.registry.get_metric`);
+- :mod:`calib.metrics.resampling`: a model's metric on a test set as a statistic of the test samples, which the
+  book's intervals resample (:func:`~calib.metrics.resampling.statistic`, :mod:`calib.stats.test_set`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from calib.metrics.binned import (Reliability, adaptive_ece, adaptive_ece_torrvi
                                   equal_mass_ece_rows, mce, reliability, top_label_ece,
                                   top_label_outcomes)
 from calib.metrics.registry import REGISTRY, MetricSpec, get_metric, metric_names
+from calib.metrics.resampling import ADDITIVE_METRICS, statistic
 from calib.metrics.risk_coverage import (CSFS, RiskCoverage, aurc, confidence_range, confidence_score,
                                          risk_coverage_curve)
 from calib.metrics.scores import accuracy, brier, ks_error, label_log_probability, mean_confidence, nll
@@ -39,6 +42,7 @@ from calib.metrics.streaming import (StreamingAccuracy, StreamingAURC, Streaming
                                      StreamingECE, StreamingMetric, StreamingNLL)
 
 __all__ = [
+    "ADDITIVE_METRICS",
     "CSFS",
     "REGISTRY",
     "MetricSpec",
@@ -71,4 +75,5 @@ __all__ = [
     "nll",
     "reliability",
     "risk_coverage_curve",
+    "statistic",
 ]

@@ -28,7 +28,8 @@ A package; every public name is importable from ``calib.posthoc``:
 
 - :mod:`calib.posthoc.temperature`: temperature scaling and its three fits (NLL, ECE grid, soft-binned ECE);
 - :mod:`calib.posthoc.focal_temperature`: focal temperature scaling, its vectorised grid and its line search;
-- :mod:`calib.posthoc.grid`: the check that a grid search's best point is not at the grid's edge;
+- :mod:`calib.posthoc.grid`: the check that a search's best point is not at the edge of what it searched
+  (:class:`~calib.posthoc.grid.GridEdgeWarning`, :class:`~calib.posthoc.grid.SearchBoundWarning`);
 - :mod:`calib.posthoc.registry`: the maps by name (:class:`~calib.posthoc.registry.MapSpec`,
   :class:`~calib.posthoc.registry.FittedMap`, the fit functions).
 """
@@ -37,12 +38,12 @@ from __future__ import annotations
 
 from calib.posthoc.focal_temperature import (KOMISARENKO_GAMMAS, KOMISARENKO_TEMPERATURES, FocalTemperatureScaling,
                                              focal_temperature_scores)
-from calib.posthoc.grid import EDGE_SHARE, GridEdgeWarning
+from calib.posthoc.grid import EDGE_SHARE, GridEdgeWarning, SearchBoundWarning
 from calib.posthoc.registry import REGISTRY, FittedMap, MapSpec, focal_loss_gamma, get_map, map_names
 from calib.posthoc.temperature import (FINE_GRID, MUKHOTI_GRID, T_RANGE, TemperatureScaling, fit_temperature_grid,
                                        fit_temperature_nll, fit_temperature_sb_ece)
 
-__all__ = ["TemperatureScaling", "FocalTemperatureScaling", "GridEdgeWarning", "fit_temperature_nll",
-           "fit_temperature_grid", "fit_temperature_sb_ece", "focal_temperature_scores", "MUKHOTI_GRID", "FINE_GRID",
-           "KOMISARENKO_GAMMAS", "KOMISARENKO_TEMPERATURES", "T_RANGE", "EDGE_SHARE", "MapSpec", "FittedMap",
-           "REGISTRY", "get_map", "map_names", "focal_loss_gamma"]
+__all__ = ["TemperatureScaling", "FocalTemperatureScaling", "GridEdgeWarning", "SearchBoundWarning",
+           "fit_temperature_nll", "fit_temperature_grid", "fit_temperature_sb_ece", "focal_temperature_scores",
+           "MUKHOTI_GRID", "FINE_GRID", "KOMISARENKO_GAMMAS", "KOMISARENKO_TEMPERATURES", "T_RANGE", "EDGE_SHARE",
+           "MapSpec", "FittedMap", "REGISTRY", "get_map", "map_names", "focal_loss_gamma"]

@@ -1,7 +1,9 @@
-"""What the calibrators of :mod:`calib.posthoc` share: scikit-learn's parameter protocol, the deprecated
-pre-protocol attribute names, the check of tensor logits and of a temperature grid, and the sampling noise of a
-binned ECE. Private to the package: :mod:`calib.posthoc.temperature` and :mod:`calib.posthoc.focal_temperature`
-import it, nothing outside ``calib.posthoc`` does.
+"""What the calibrators of :mod:`calib.posthoc` share: scikit-learn's parameter protocol (and the reset of the
+fitted attributes at the start of a fit), the deprecated pre-protocol attribute names, the check of tensor logits
+and of a temperature grid, the two maps under the package's array policy (:func:`scaled_softmax`,
+:func:`scaled_focal_map`), and the sampling noise of a binned ECE. Private to the package:
+:mod:`calib.posthoc.temperature`, :mod:`calib.posthoc.focal_temperature` and :mod:`calib.posthoc.registry` import it,
+nothing outside ``calib.posthoc`` does.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ import warnings
 
 import numpy as np
 
-from calib._validate import as_float_array
+from calib._validate import as_float_array, as_scores
+from calib.focal import focal_map, log_focal_map
 
 
 class Estimator:
@@ -26,6 +29,15 @@ class Estimator:
     def get_params(self, deep: bool = True) -> dict:
         """The parameters given to ``__init__`` (or set since), by name (scikit-learn's protocol)."""
         return {name: getattr(self, name) for name in self._param_names()}
+
+    def _forget_fit(self) -> None:
+        """Delete every fitted attribute (a public name with a trailing underscore, scikit-learn's convention).
+
+        ``fit`` calls it first and assigns the fitted attributes only once everything has succeeded (a warning
+        turned into an error included), so a fit that raises leaves the estimator unfitted: ``predict_proba``
+        then raises the not-fitted error instead of answering with the previous fit's values."""
+        for name in [k for k in vars(self) if k.endswith("_") and not k.startswith("_")]:
+            delattr(self, name)
 
     def set_params(self, **params):
         """Change parameters by name; returns self. They are checked by the next ``fit``."""
@@ -78,6 +90,59 @@ def checked_tensor(logits, name: str = "logits"):
     if not bool(torch.isfinite(logits).all()):
         raise ValueError(f"{name} contains NaN or infinity; remove or repair those entries before calling.")
     return logits
+
+
+def constant_logits_error() -> ValueError:
+    """The error of a fit on logits whose every row is constant: every map of the package then gives the uniform
+    distribution whatever its parameters, so no fit is better than another (a fit that returned one would return
+    an arbitrary number, read later as a fitted calibration)."""
+    return ValueError(
+        "logits: every row is constant (all K logits of a sample are equal), so softmax(z / T) is uniform "
+        "for every T and no temperature fits better than another. The model's output carries no "
+        "information: check that the logits are the network's last layer on real inputs (not a dead or "
+        "untrained layer, or a constant placeholder)."
+    )
+
+
+def scaled_softmax(logits, temperature: float, log: bool = False):
+    """``softmax(logits / T)`` (or its logarithm) under the package's array policy (:mod:`calib.posthoc`).
+
+    A numpy array or array-like gives a float64 ndarray. A torch tensor gives a tensor on its device, of its
+    floating dtype (integers give float64; float16 and bfloat16 are computed in float32), computed by torch and
+    differentiable. Logits that are not a finite (N, K) array with K >= 2 raise ValueError naming ``logits``.
+    """
+    if is_tensor(logits):
+        import torch
+
+        z = checked_tensor(logits)
+        low = z.dtype in (torch.float16, torch.bfloat16)
+        scaled = (z.float() if low else z) / temperature
+        out = torch.log_softmax(scaled, dim=1) if log else torch.softmax(scaled, dim=1)
+        return out.to(z.dtype) if low else out
+    from scipy.special import log_softmax, softmax
+
+    z = as_scores(logits, "logits", kind="logits") / temperature
+    return log_softmax(z, axis=1) if log else softmax(z, axis=1)
+
+
+def scaled_focal_map(logits, temperature: float, gamma: float, log: bool = False):
+    """``focal_map(logits / T, gamma)`` (:func:`calib.focal.calibration_map.focal_map`; Komisarenko & Kull 2024,
+    Eq. 1), or its logarithm (:func:`~calib.focal.calibration_map.log_focal_map`, finite where a probability
+    underflows to 0), under the package's array policy (:func:`scaled_softmax`).
+
+    The logarithm of a tensor is computed by numpy in float64 (calib.focal has no torch log-space map) and returned
+    as a tensor of the input's dtype on its device: it is exact, and carries no gradient.
+    """
+    if is_tensor(logits):
+        z = checked_tensor(logits)
+        if not log:
+            return focal_map(z / temperature, gamma)
+        import torch
+
+        out = log_focal_map(z.detach().to("cpu", torch.float64).numpy() / temperature, gamma)
+        return torch.as_tensor(out).to(device=z.device, dtype=z.dtype)
+    z = as_scores(logits, "logits", kind="logits") / temperature
+    return log_focal_map(z, gamma) if log else focal_map(z, gamma)
 
 
 def as_grid(grid, name: str) -> np.ndarray:

@@ -6,27 +6,52 @@ a fitted map is a :class:`FittedMap`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
-import numpy as np
-from scipy.special import log_softmax, softmax
-
-from calib.focal import focal_map, log_focal_map
+from calib.posthoc._common import scaled_focal_map, scaled_softmax
 from calib.posthoc.focal_temperature import FocalTemperatureScaling
 from calib.posthoc.temperature import FINE_GRID, TemperatureScaling
 
 __all__ = ["MapSpec", "FittedMap", "REGISTRY", "get_map", "map_names", "focal_loss_gamma"]
 
+
 @dataclass(frozen=True)
 class FittedMap:
-    """A post-hoc map fitted on validation logits: ``proba`` and ``log_proba`` map logits (N, K) to float64
-    probabilities and their logarithms (exact where a probability underflows to 0); ``params`` holds the
-    fitted ``temperature`` and ``gamma``."""
+    """A post-hoc map fitted on validation logits: ``softmax(z / T)``, or ``focal_map(z / T, gamma)``
+    (Komisarenko & Kull 2024, Eq. 1) when ``params`` has a ``gamma``; ``T = params.get("temperature", 1)``.
+
+    A plain record of the map's name and fitted ``params`` (``temperature``, ``gamma``), so it pickles (to a
+    worker process, or to disk) and compares by value. :meth:`proba` and :meth:`log_proba` follow the estimators'
+    array policy (:mod:`calib.posthoc`): a numpy array in gives float64 out, a torch tensor in gives a tensor of
+    its dtype on its device; logits that are not a finite (N, K) array raise ValueError naming ``logits``.
+    """
 
     name: str
     params: dict
-    proba: Callable
-    log_proba: Callable
+
+    def __post_init__(self):
+        unknown = set(self.params) - {"temperature", "gamma"}
+        if unknown:
+            raise ValueError(f"params of FittedMap {self.name!r} has unknown key(s) {sorted(unknown)}; a fitted map "
+                             f"has a 'temperature' and/or a 'gamma'.")
+
+    def proba(self, logits):
+        """The map's probabilities of ``logits`` (N, K), rows summing to 1 (a tensor is computed by torch and is
+        differentiable, as the estimators' ``predict_proba``)."""
+        return self._apply(logits, log=False)
+
+    def log_proba(self, logits):
+        """The logarithms of :meth:`proba`, exact where a probability underflows to 0 (a log-softmax, or
+        :func:`calib.focal.calibration_map.log_focal_map`; the latter, for a tensor, is computed by numpy in
+        float64 and carries no gradient)."""
+        return self._apply(logits, log=True)
+
+    def _apply(self, logits, log: bool):
+        t = self.params.get("temperature", 1.0)
+        if "gamma" in self.params:
+            return scaled_focal_map(logits, t, self.params["gamma"], log=log)
+        return scaled_softmax(logits, t, log=log)
 
 
 def focal_loss_gamma(loss: str | None) -> float | None:
@@ -43,36 +68,18 @@ def focal_loss_gamma(loss: str | None) -> float | None:
         return None
 
 
-def _as_float64(z) -> np.ndarray:
-    return np.asarray(z, dtype=np.float64)
-
-
-def _scaled_softmax(name: str, params: dict) -> FittedMap:
-    t = params.get("temperature", 1.0)
-    return FittedMap(name, params, lambda z: softmax(_as_float64(z) / t, axis=1),
-                     lambda z: log_softmax(_as_float64(z) / t, axis=1))
-
-
-def _scaled_focal(name: str, params: dict) -> FittedMap:
-    t, g = params.get("temperature", 1.0), params["gamma"]
-    return FittedMap(name, params, lambda z: focal_map(_as_float64(z) / t, g),
-                     lambda z: log_focal_map(_as_float64(z) / t, g))
-
-
 def _fit_none(val_logits, val_labels, loss=None) -> FittedMap:
-    return _scaled_softmax("none", {})
+    return FittedMap("none", {})
 
 
-def _fit_ts(objective: str, grid=None):
-    def fit(val_logits, val_labels, loss=None) -> FittedMap:
-        ts = TemperatureScaling(objective=objective, grid=grid).fit(val_logits, val_labels)
-        return _scaled_softmax(f"ts-{objective}", {"temperature": ts.temperature_})
-    return fit
+def _fit_ts(objective: str, val_logits, val_labels, loss=None, grid=None) -> FittedMap:
+    ts = TemperatureScaling(objective=objective, grid=grid).fit(val_logits, val_labels)
+    return FittedMap(f"ts-{objective}", {"temperature": ts.temperature_})
 
 
 def _fit_fts(val_logits, val_labels, loss=None) -> FittedMap:
     fts = FocalTemperatureScaling(objective="ece").fit(val_logits, val_labels)
-    return _scaled_focal("fts", {"temperature": fts.temperature_, "gamma": fts.gamma_})
+    return FittedMap("fts", {"temperature": fts.temperature_, "gamma": fts.gamma_})
 
 
 def _fit_psi(val_logits, val_labels, loss=None) -> FittedMap:
@@ -80,7 +87,7 @@ def _fit_psi(val_logits, val_labels, loss=None) -> FittedMap:
     if g is None:
         raise ValueError(f"post-hoc map 'psi' (Psi^gamma) needs a fixed-gamma focal loss 'fl-<gamma>'; got "
                          f"loss={loss!r}.")
-    return _scaled_focal("psi", {"gamma": g})
+    return FittedMap("psi", {"gamma": g})
 
 
 @dataclass(frozen=True)
@@ -117,6 +124,11 @@ _VAL = "validation logits and labels"
 def _any_loss(loss: str | None) -> bool:
     return True
 
+
+def _fixed_gamma_loss(loss: str | None) -> bool:
+    return focal_loss_gamma(loss) is not None
+
+
 #: Every post-hoc map of the book, in chapter 10's order; :func:`get_map`, :func:`map_names`,
 #: ``calib.experiments.fit_posthoc`` and the list in :func:`get_map`'s docstring are generated from it. A new map
 #: is one new row (and its fit function).
@@ -125,17 +137,17 @@ def _any_loss(loss: str | None) -> bool:
 REGISTRY: tuple[MapSpec, ...] = (
     MapSpec("none", "nothing", "softmax of the logits as they are", _fit_none, _any_loss),
     MapSpec("ts-nll", _VAL, "temperature scaling, T by the exact validation NLL (Guo et al. 2017, Sec. 4.2)",
-            _fit_ts("nll"), _any_loss),
+            partial(_fit_ts, "nll"), _any_loss),
     MapSpec("ts-ece", _VAL, "temperature scaling, T on the grid 0.01, ..., 10 (FINE_GRID: Mukhoti et al.'s range "
             "at FTS's step) by the 15-bin validation ECE (Mukhoti et al. 2020, Sec. 5.1, Eq. 1)",
-            _fit_ts("ece", FINE_GRID), _any_loss),
+            partial(_fit_ts, "ece", grid=FINE_GRID), _any_loss),
     MapSpec("fts", _VAL, "focal temperature scaling, (gamma, T) on the paper's grid by the 15-bin equal-mass "
             "validation ECE (Komisarenko & Kull 2024, Sec. 5.1, Eq. 1)", _fit_fts, _any_loss),
     MapSpec("psi", "the training loss 'fl-<gamma>' (no fit)", "the focal calibration map Psi^gamma with the "
             "training gamma (Komisarenko & Kull 2024, Sec. 3.3, Eq. 1)", _fit_psi,
-            lambda loss: focal_loss_gamma(loss) is not None),
+            _fixed_gamma_loss),
     MapSpec("ts-sb-ece", _VAL, "temperature scaling, T by the soft-binned validation ECE (Karandikar et al. "
-            "2021, Secs. 4.1 and 5.2, Eq. 11)", _fit_ts("sb-ece"), _any_loss),
+            "2021, Secs. 4.1 and 5.2, Eq. 11)", partial(_fit_ts, "sb-ece"), _any_loss),
 )
 
 _MAPS = {spec.name: spec for spec in REGISTRY}

@@ -5,14 +5,17 @@ logits in row blocks. Estimator protocol and array policy as stated in :mod:`cal
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from scipy.optimize import brentq
 from scipy.special import softmax
 
 from calib import metrics
 from calib._validate import as_logits_labels, as_scores, check_choice, check_int, check_positive, n_threads
-from calib.posthoc._common import Estimator, as_grid, checked_tensor, deprecated_alias, is_tensor, sampling_noise
-from calib.posthoc.grid import grid_edge
+from calib.posthoc._common import (Estimator, as_grid, checked_tensor, constant_logits_error, deprecated_alias,
+                                   is_tensor, sampling_noise, scaled_softmax)
+from calib.posthoc.grid import SearchBoundWarning, grid_edge
 
 __all__ = ["MUKHOTI_GRID", "FINE_GRID", "T_RANGE", "fit_temperature_nll", "fit_temperature_grid", "TemperatureScaling",
            "fit_temperature_sb_ece"]
@@ -68,12 +71,7 @@ class _RowBlocks:
 
         self.map(extremes, copy=True)
         if np.array_equal(self.z_max, self.z_min):
-            raise ValueError(
-                "logits: every row is constant (all K logits of a sample are equal), so softmax(z / T) is uniform "
-                "for every T and no temperature fits better than another. The model's output carries no "
-                "information: check that the logits are the network's last layer on real inputs (not a dead or "
-                "untrained layer, or a constant placeholder)."
-            )
+            raise constant_logits_error()
 
     def map(self, fn, copy: bool = False) -> None:
         def span(lo, hi):
@@ -185,6 +183,10 @@ def fit_temperature_grid(logits, labels, grid=None, score=None, n_bins: int = 15
     scored by ``n_bins``-bin (15) equal-width ECE on the validation set, computed from the logits in row blocks
     without forming (N, K) probabilities. A custom ``score`` gets the probabilities ``softmax(logits / T)`` of
     each grid point.
+
+    A best temperature at or near an end of the grid warns (:class:`~calib.posthoc.grid.GridEdgeWarning`, as
+    :class:`TemperatureScaling` with ``objective="ece"``; the default ECE allows for its sampling noise
+    1 / (2 sqrt(N)), a custom ``score`` does not): the optimum may lie beyond the grid.
     """
     grid = MUKHOTI_GRID if grid is None else as_grid(grid, "grid")
     n_bins = check_int(n_bins, "n_bins")
@@ -194,7 +196,20 @@ def fit_temperature_grid(logits, labels, grid=None, score=None, n_bins: int = 15
     else:
         z = np.asarray(data.z, dtype=np.float64)
         scores = np.array([score(softmax(z / t, axis=1), data.y) for t in grid])
-    return float(grid[int(np.argmin(scores))]), scores
+    temperature = float(grid[int(np.argmin(scores))])
+    grid_edge(grid, scores, sampling_noise(data.n) if score is None else 0.0,
+              _wider_grid(grid, temperature, "fit_temperature_grid(logits, labels, grid={})", "fit_temperature_nll"))
+    return temperature, scores
+
+
+def _wider_grid(grid: np.ndarray, temperature: float, call: str, nll_fit: str):
+    """``widen(edge)`` of :func:`~calib.posthoc.grid.grid_edge`: ``call`` with a geometric grid 100 times wider on
+    the side of the edge, or the NLL fit ``nll_fit``."""
+    def widen(edge):
+        lo, hi = (temperature / 100, float(grid.max())) if edge == "low" else (float(grid.min()), temperature * 100)
+        return (call.format(f"np.geomspace({lo:.3g}, {hi:.3g}, 200)") + f", or compare with the NLL fit ({nll_fit}), "
+                "which has no grid")
+    return widen
 
 
 
@@ -231,9 +246,14 @@ class TemperatureScaling(Estimator):
         For the grid objective, whether the best temperature is at or near the grid's smallest ("low") or largest
         ("high") end (within :data:`~calib.posthoc.grid.EDGE_SHARE` of its points, or matched there within the
         ECE's sampling noise 1 / (2 sqrt(N))): the optimum may then lie outside the grid, and :meth:`fit` warns
-        (:class:`~calib.posthoc.grid.GridEdgeWarning`) with a grid to try instead.
+        (:class:`~calib.posthoc.grid.GridEdgeWarning`) with a grid to try instead. For "sb-ece", whether T ended
+        on the lower ("low") or upper ("high") bound of :data:`T_RANGE` (:meth:`fit` warns
+        :class:`~calib.posthoc.grid.SearchBoundWarning`). None for "nll", which raises instead.
     optimizer_result_ : scipy.optimize.OptimizeResult or None
         For "sb-ece", the optimiser's report (``fun`` is the validation SB-ECE at the fitted T).
+
+    A fit that raises leaves the estimator unfitted (its fitted attributes are deleted first and assigned only
+    at the end), so :meth:`predict_proba` then raises rather than answer with an earlier fit.
     """
 
     OBJECTIVES = ("nll", "ece", "sb-ece")
@@ -253,33 +273,36 @@ class TemperatureScaling(Estimator):
     optimizer_result = deprecated_alias("optimizer_result", "optimizer_result_")
 
     def fit(self, logits, labels) -> "TemperatureScaling":
-        """Fit T on validation logits (N, K) and integer labels (N,) by ``objective``; returns self."""
+        """Fit T on validation logits (N, K) and integer labels (N,) by ``objective``; returns self.
+
+        Raises
+        ------
+        ValueError
+            For bad settings or input, for logits whose every row is constant (no temperature fits better than
+            another; see :func:`fit_temperature_sb_ece` for why this raises rather than warns), and, for "nll",
+            when no finite temperature minimises the NLL (:func:`fit_temperature_nll`). The estimator is then
+            unfitted, whatever an earlier fit gave.
+        """
+        self._forget_fit()
         objective = check_choice(self.objective, "objective", self.OBJECTIVES)
         n_bins = check_int(self.n_bins, "n_bins")
         grid = MUKHOTI_GRID if self.grid is None else as_grid(self.grid, "grid")
         sb_temperature = check_positive(self.sb_temperature, "sb_temperature")
         check_choice(self.sb_norm, "sb_norm", ("l1", "l2"))
         check_choice(self.sb_estimator, "sb_estimator", ("bin", "label"))
-        self.grid_scores_, self.at_edge_, self.optimizer_result_ = None, None, None
-        if objective == "sb-ece":
-            self.temperature_, self.optimizer_result_ = fit_temperature_sb_ece(
-                logits, labels, n_bins=n_bins, sb_temperature=sb_temperature, norm=self.sb_norm,
-                estimator=self.sb_estimator)
-            return self
         data = _RowBlocks(logits, labels)
-        if objective == "nll":
-            self.temperature_ = _fit_temperature_nll(data)
-            return self
-        self.grid_scores_ = _grid_ece_scores(data, grid, n_bins)
-        self.temperature_ = float(grid[int(np.argmin(self.grid_scores_))])
-
-        def widen(edge):
-            lo, hi = (self.temperature_ / 100, float(grid.max())) if edge == "low" else (float(grid.min()),
-                                                                                           self.temperature_ * 100)
-            return (f"TemperatureScaling('ece', grid=np.geomspace({lo:.3g}, {hi:.3g}, 200)), or compare with the "
-                    f"NLL fit (objective='nll'), which has no grid")
-
-        self.at_edge_ = grid_edge(grid, self.grid_scores_, sampling_noise(data.n), widen)
+        scores, edge, result = None, None, None
+        if objective == "sb-ece":
+            temperature, result, edge = _fit_temperature_sb_ece(
+                data, n_bins=n_bins, sb_temperature=sb_temperature, norm=self.sb_norm, estimator=self.sb_estimator)
+        elif objective == "nll":
+            temperature = _fit_temperature_nll(data)
+        else:
+            scores = _grid_ece_scores(data, grid, n_bins)
+            temperature = float(grid[int(np.argmin(scores))])
+            edge = grid_edge(grid, scores, sampling_noise(data.n),
+                             _wider_grid(grid, temperature, "TemperatureScaling('ece', grid={})", "objective='nll'"))
+        self.temperature_, self.grid_scores_, self.at_edge_, self.optimizer_result_ = temperature, scores, edge, result
         return self
 
     def _check_fitted(self) -> float:
@@ -297,15 +320,7 @@ class TemperatureScaling(Estimator):
     def predict_proba(self, logits):
         """The calibrated probabilities ``softmax(z / T)``: float64 for a numpy input, a tensor of the input's
         dtype and device for a tensor (module docstring)."""
-        t = self._check_fitted()
-        if is_tensor(logits):
-            import torch
-
-            z = checked_tensor(logits)
-            low = z.dtype in (torch.float16, torch.bfloat16)
-            out = torch.softmax((z.float() if low else z) / t, dim=1)
-            return out.to(z.dtype) if low else out
-        return softmax(as_scores(logits, "logits", kind="logits") / t, axis=1)
+        return scaled_softmax(logits, self._check_fitted())
 
 
 def fit_temperature_sb_ece(logits, labels, n_bins: int = 15, sb_temperature: float = 0.01, norm: str = "l2",
@@ -328,31 +343,57 @@ def fit_temperature_sb_ece(logits, labels, n_bins: int = 15, sb_temperature: flo
     SB-ECE is not convex in T, so the result is the local minimiser reached from the start. The
     correctness a_i does not depend on T (the argmax is unchanged), so the objective is smooth in u.
 
+    A search that ends on a bound of ``T_RANGE`` warns (:class:`~calib.posthoc.grid.SearchBoundWarning`): the
+    SB-ECE still decreases there, so its minimiser lies beyond the bound or does not exist, and the returned T
+    is the bound, not a fitted value. At T = 1e4 the probabilities are nearly uniform, which is calibrated when
+    the logits carry no information about the labels (shuffled or misaligned labels); at T = 1e-4 they are
+    one-hot.
+
     Returns
     -------
     temperature : float
     result : scipy.optimize.OptimizeResult
         ``fun``: the validation SB-ECE at the fitted temperature; ``nit``, ``message``, ``success``.
+
+    Raises
+    ------
+    ValueError
+        For bad settings or input, and when every row of logits is constant. Such logits raise rather than
+        warn, as for the NLL and grid fits: every T then gives the same uniform probabilities, so any returned
+        T (the start, T = 1, before) would be an arbitrary number that later code reads as a fitted
+        calibration, while the usual cause (a dead or untrained last layer, a placeholder array) is a bug to fix
+        before calibrating.
     """
-    import torch
-    from scipy.optimize import minimize
-
-    from calib.losses import soft_binned_ece_loss
-
-    z, y = as_logits_labels(logits, labels)
     n_bins = check_int(n_bins, "n_bins")
     sb_temperature = check_positive(sb_temperature, "sb_temperature")
     check_choice(norm, "norm", ("l1", "l2"))
     check_choice(estimator, "estimator", ("bin", "label"))
     max_iter = check_int(max_iter, "max_iter")
+    if start is not None:
+        start = check_positive(start, "start")
+    temperature, result, _ = _fit_temperature_sb_ece(_RowBlocks(logits, labels), n_bins=n_bins,
+                                                     sb_temperature=sb_temperature, norm=norm, estimator=estimator,
+                                                     start=start, max_iter=max_iter)
+    return temperature, result
+
+
+def _fit_temperature_sb_ece(data: _RowBlocks, n_bins: int = 15, sb_temperature: float = 0.01, norm: str = "l2",
+                            estimator: str = "bin", start: float | None = None, max_iter: int = 200):
+    """:func:`fit_temperature_sb_ece` on checked logits and settings; also returns the bound of ``T_RANGE`` it
+    ended on ("low", "high" or None), having warned."""
+    import torch
+    from scipy.optimize import minimize
+
+    from calib.losses import soft_binned_ece_loss
+
     if start is None:
         try:
-            start = fit_temperature_nll(z, y)
+            start = _fit_temperature_nll(data)
         except ValueError:
             start = 1.0
-    u0 = np.log(check_positive(start, "start"))
-    zt = torch.as_tensor(z, dtype=torch.float64)
-    yt = torch.as_tensor(y, dtype=torch.long)
+    u0 = np.log(start)
+    zt = torch.as_tensor(np.asarray(data.z, dtype=np.float64))
+    yt = torch.as_tensor(data.y, dtype=torch.long)
 
     def objective(u):
         ut = torch.tensor(float(u[0]), dtype=torch.float64, requires_grad=True)
@@ -364,4 +405,23 @@ def fit_temperature_sb_ece(logits, labels, n_bins: int = 15, sb_temperature: flo
     bounds = [(np.log(T_RANGE[0]), np.log(T_RANGE[1]))]
     result = minimize(objective, np.array([u0]), jac=True, method="L-BFGS-B", bounds=bounds,
                       options={"maxiter": max_iter, "gtol": 1e-10, "ftol": 1e-14})
-    return float(np.exp(result.x[0])), result
+    temperature = float(np.exp(result.x[0]))
+    edge = _bound_reached(float(result.x[0]), bounds[0])
+    if edge is not None:
+        what = ("nearly uniform: the logits carry almost no information about the labels (shuffled or misaligned "
+                "labels?), and a uniform prediction is calibrated" if edge == "high" else
+                "one-hot, as when every validation sample is classified correctly with a margin")
+        warnings.warn(
+            f"TS-SB-ECE ended on the {'upper' if edge == 'high' else 'lower'} bound of its search, T = "
+            f"{temperature:g} (T_RANGE = {T_RANGE}), where the soft-binned ECE ({result.fun:.4g}) still decreases: "
+            f"its minimiser lies {'beyond' if edge == 'high' else 'below'} the bound or does not exist, and T is "
+            f"the bound, not a fitted value. The probabilities there are {what}. Check that logits and labels are "
+            f"aligned and come from a trained model, and compare with objective='nll', which raises when no finite "
+            f"temperature is optimal.", SearchBoundWarning, stacklevel=3)
+    return temperature, result, edge
+
+
+def _bound_reached(u: float, bounds: tuple[float, float]) -> str | None:
+    """"low" or "high" when log T = ``u`` lies on a bound of the search (within 1e-6 in log T), else None."""
+    lo, hi = bounds
+    return "low" if u <= lo + 1e-6 else "high" if u >= hi - 1e-6 else None

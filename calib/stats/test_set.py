@@ -1,0 +1,159 @@
+"""The test set's own sampling noise in an interval over seeds. Part of :mod:`calib.stats`.
+
+The seeds of a grid are scored on one fixed test set. The mean over seeds of a metric (or of a paired difference of
+two settings' metrics) then carries two errors: the seeds' (training randomness, estimated by the spread of the
+per-seed values) and the test set's (which 10,000 images were drawn; common to every seed, so the spread over seeds
+does not show it). For a 5-seed mean ECE difference on 10,000 test images the second is about as large as the first
+(issue 41). :func:`seed_test_interval` adds both:
+
+    se² = s²_seeds / n + Var_test(mean over seeds),
+
+the second estimated by a bootstrap over the test samples in which every seed and both settings see the same
+resample (so the pairing is kept), and builds the Student-t interval with n - 1 degrees of freedom on it
+(:func:`calib.stats.intervals.seed_interval`'s ``test_variance``).
+
+A resample is a vector of counts (how often each test sample is drawn), and a metric is given as a *statistic* that
+can be evaluated at many count vectors at once:
+
+- :class:`AdditiveStatistic`: a metric that is a function of sums over the samples (accuracy, NLL, Brier, mean
+  confidence, equal-width binned ECE): one matrix product evaluates every resample (``calib.metrics.statistic``
+  builds them);
+- :class:`ResampledStatistic`: any metric of per-sample rows (equal-mass ECE, whose bins move with the resample),
+  recomputed resample by resample.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from calib.stats.intervals import Interval, check_level, seed_interval
+
+__all__ = ["AdditiveStatistic", "ResampledStatistic", "bootstrap_counts", "sampling_variance", "seed_test_interval",
+           "N_RESAMPLES"]
+
+#: Test-set resamples behind a variance: the variance's own relative error is about sqrt(2 / 400) = 7 %, which moves
+#: an interval's half-width by about 2 % when the two variances are equal.
+N_RESAMPLES = 400
+
+
+@dataclass(frozen=True)
+class AdditiveStatistic:
+    """A metric of the form ``finish(sums, total)``: ``sums`` the per-sample ``columns`` (N, c) summed with each
+    resample's counts, ``total`` the number of samples drawn. ``finish`` maps (B, c) sums and (B,) totals to B values."""
+
+    columns: np.ndarray
+    finish: Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+    @property
+    def n(self) -> int:
+        """The number of test samples."""
+        return int(self.columns.shape[0])
+
+    @property
+    def value(self) -> float:
+        """The metric on the whole test set."""
+        return float(self.finish(self.columns.sum(axis=0)[None, :], np.array([float(self.n)]))[0])
+
+    def resampled(self, counts: np.ndarray) -> np.ndarray:
+        """The metric at each row of ``counts`` (B, N): one matrix product."""
+        return np.asarray(self.finish(counts @ self.columns, counts.sum(axis=1)), dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class ResampledStatistic:
+    """Any metric of per-sample ``rows`` (N, ...): ``metric(rows)`` on the whole test set, and on the rows a resample
+    draws (each row repeated as often as it is drawn), one resample at a time."""
+
+    rows: np.ndarray
+    metric: Callable[[np.ndarray], float]
+
+    @property
+    def n(self) -> int:
+        """The number of test samples."""
+        return int(len(self.rows))
+
+    @property
+    def value(self) -> float:
+        """The metric on the whole test set."""
+        return float(self.metric(self.rows))
+
+    def resampled(self, counts: np.ndarray) -> np.ndarray:
+        """The metric at each row of ``counts`` (B, N), one resample at a time."""
+        index = np.arange(self.n)
+        return np.array([self.metric(self.rows[np.repeat(index, row.astype(np.int64))]) for row in counts])
+
+
+def bootstrap_counts(n: int, n_resamples: int = N_RESAMPLES, seed: int = 0) -> np.ndarray:
+    """``n_resamples`` bootstrap resamples of ``n`` test samples as counts: a (B, n) float64 array whose rows sum to
+    ``n`` (row b counts how often each sample is drawn in resample b)."""
+    if int(n) != n or n < 2:
+        raise ValueError(f"n must be a number of test samples >= 2; got {n}.")
+    if int(n_resamples) != n_resamples or n_resamples < 50:
+        raise ValueError(f"n_resamples must be an integer >= 50 ({N_RESAMPLES} is usual); got {n_resamples}.")
+    n, b = int(n), int(n_resamples)
+    draws = np.random.default_rng(seed).integers(0, n, size=(b, n))
+    draws += (np.arange(b) * n)[:, None]
+    return np.bincount(draws.ravel(), minlength=b * n).reshape(b, n).astype(np.float64)
+
+
+def _check_statistics(statistics, name: str) -> list:
+    stats = list(statistics)
+    if not stats:
+        raise ValueError(f"{name} is empty; give one statistic per seed (calib.metrics.statistic).")
+    bad = [type(s).__name__ for s in stats if not hasattr(s, "resampled") or not hasattr(s, "value")]
+    if bad:
+        raise ValueError(f"{name} must hold statistics (calib.metrics.statistic, calib.stats.test_set."
+                         f"AdditiveStatistic or ResampledStatistic), one per seed; got {bad[0]}.")
+    sizes = {s.n for s in stats}
+    if len(sizes) != 1:
+        raise ValueError(f"{name}'s statistics are of test sets of different sizes {sorted(sizes)}; every seed must be "
+                         "scored on the same test set.")
+    return stats
+
+
+def _check_pair(a, b):
+    a = _check_statistics(a, "a")
+    if b is None:
+        return a, None
+    b = _check_statistics(b, "b")
+    if len(b) != len(a):
+        raise ValueError(f"a and b must hold one statistic per seed for the same seeds; got {len(a)} and {len(b)}.")
+    if b[0].n != a[0].n:
+        raise ValueError(f"a's and b's statistics are of test sets of different sizes ({a[0].n} and {b[0].n}); both "
+                         "settings must be scored on the same test set.")
+    return a, b
+
+
+def sampling_variance(a: Sequence, b: Sequence | None = None, n_resamples: int = N_RESAMPLES, seed: int = 0) -> float:
+    """The variance, over bootstrap resamples of the test set, of the mean over seeds of ``a``'s metric (minus
+    ``b``'s, seed by seed: the same resample for every seed and both settings, so the pairing is kept).
+
+    ``a`` and ``b`` hold one statistic per seed, all of the same test set."""
+    a, b = _check_pair(a, b)
+    counts = bootstrap_counts(a[0].n, n_resamples, seed)
+    total = np.zeros(counts.shape[0])
+    for i, s in enumerate(a):
+        total += s.resampled(counts)
+        if b is not None:
+            total -= b[i].resampled(counts)
+    return float(np.var(total / len(a), ddof=1))
+
+
+def seed_test_interval(a: Sequence, b: Sequence | None = None, level: float = 0.95, n_resamples: int = N_RESAMPLES,
+                       seed: int = 0) -> Interval:
+    """The book's interval of an effect over seeds on one test set: the mean over seeds of ``a``'s metric (paired:
+    minus ``b``'s) with a Student-t interval whose standard error adds the seeds' spread and the test set's
+    sampling variance (module docstring). ``a`` (and ``b``) hold one statistic per seed, of the same test set."""
+    level = check_level(level)
+    a, b = _check_pair(a, b)
+    values = np.array([s.value for s in a])
+    if b is not None:
+        values = values - np.array([s.value for s in b])
+    variance = sampling_variance(a, b, n_resamples, seed)
+    out = seed_interval(values, level, test_variance=variance)
+    method = ("paired " if b is not None else "") + f"t-interval over seeds and test samples ({int(n_resamples)} " \
+                                                    "test-set resamples)"
+    return Interval(out.estimate, out.low, out.high, out.level, out.n, method, out.se, out.df)
