@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numbers
 import os
+import sys
 
 import numpy as np
 
@@ -26,15 +27,55 @@ def to_numpy(x, name: str) -> np.ndarray:
     """Return ``x`` as a numpy array (a torch tensor is detached and moved to the CPU)."""
     if x is None:
         raise ValueError(f"{name} is None; pass an array or a torch tensor.")
-    if type(x).__module__.startswith("torch"):
+    if type(x).__module__.startswith("scipy.sparse"):  # np.asarray would give a 0-D object array
+        raise ValueError(f"{name} is a scipy sparse {type(x).__name__}; calib takes dense arrays: pass "
+                         f"{name}.toarray().")
+    if is_tensor(x):
+        _check_dense_values(x, name)
         x = x.detach().cpu()
         if str(x.dtype) == "torch.bfloat16":  # numpy has no bfloat16
             x = x.float()
         x = x.numpy()
     try:
-        return np.asarray(x)
+        arr = np.asarray(x)
     except Exception as exc:  # ragged lists and the like
         raise ValueError(f"{name} could not be read as an array ({exc}); pass a rectangular array.") from exc
+    if not arr.dtype.isnative:  # big-endian data on a little-endian machine: the same values, native order
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+    return arr
+
+
+def _check_dense_values(x, name: str) -> None:
+    """Refuse a torch tensor without values (on the meta device) or not dense (sparse), which torch's operations
+    would refuse deep inside with their own errors."""
+    if x.device.type == "meta":
+        raise ValueError(f"{name} is a tensor on the meta device, which holds shapes but no values; pass a tensor "
+                         f"with data (on the CPU or a GPU).")
+    if str(x.layout) != "torch.strided":
+        raise ValueError(f"{name} is a {str(x.layout).replace('torch.', '')} torch tensor; calib takes dense "
+                         f"arrays: pass {name}.to_dense().")
+
+
+def checked_tensor(logits, name: str = "logits"):
+    """A floating (N, K) torch tensor of finite logits, K >= 2, dense, on its device (integers become float64): the
+    one check of the functions that keep a tensor a tensor (:func:`calib.focal.focal_map` and the post-hoc maps)."""
+    import torch
+
+    _check_dense_values(logits, name)
+    if logits.ndim != 2 or logits.shape[0] == 0 or logits.shape[1] < 2:
+        raise ValueError(f"{name} must have shape (N, K) with N >= 1 and K >= 2; got {tuple(logits.shape)}.")
+    if not logits.is_floating_point():
+        logits = logits.double()
+    if not bool(torch.isfinite(logits).all()):
+        raise ValueError(f"{name} contains NaN or infinity; remove or repair those entries before calling.")
+    return logits
+
+
+def is_tensor(x) -> bool:
+    """Whether ``x`` is a torch tensor, a subclass included (``torch.nn.Parameter``, another library's tensor
+    type), without importing torch: if torch is not imported, nothing is a tensor."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
 
 
 def _is_half(x) -> bool:
@@ -78,8 +119,10 @@ def as_float_array(x, name: str, ndim: int | tuple[int, ...] | None = None, *, f
                    dtype=np.float64) -> np.ndarray:
     """Return ``x`` as a float array with the given number of dimensions, checked to be finite.
 
-    ``dtype=None`` keeps float32 and float64 input as it is (no copy of a numpy array) and turns anything else
-    into float64.
+    ``dtype=None`` keeps float32 and float64 input as it is (no copy of a C-contiguous numpy array) and turns
+    anything else into float64. The array returned is C-contiguous in native byte order (a Fortran-ordered, strided
+    or big-endian input is copied), so that a result is the same, bit for bit, for every layout of the same numbers
+    (``tests/test_layouts.py``).
     """
     arr = to_numpy(x, name)
     _check_real(arr, name)
@@ -90,7 +133,9 @@ def as_float_array(x, name: str, ndim: int | tuple[int, ...] | None = None, *, f
             raise ValueError(f"{name} must be {want}; got shape {arr.shape}.")
     if dtype is None:
         dtype = arr.dtype if arr.dtype in (np.float32, np.float64) else np.float64
-    arr = np.asarray(arr, dtype=dtype)
+    # C-contiguous (a copy only when it is not): a result must not depend on the memory layout of the same numbers,
+    # and numpy's reductions along rows add in another order for a Fortran-ordered or strided array
+    arr = np.asarray(arr, dtype=dtype, order="C")
     if finite:
         check_finite(arr, name)
     return arr
@@ -119,7 +164,7 @@ def as_labels(labels, name: str = "labels", n: int | None = None, n_classes: int
         )
     if arr.size == 0:
         raise ValueError(f"{name} is empty; pass at least one sample.")
-    arr = arr.astype(np.int64, copy=False)
+    arr = np.ascontiguousarray(arr, dtype=np.int64)   # as as_float_array: C order (a copy only when it is not)
     if n_classes is not None:
         lo, hi = int(arr.min()), int(arr.max())
         if lo < 0 or hi >= n_classes:

@@ -12,6 +12,7 @@ import argparse
 import ast
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from calib._reproducible import pin_cpu_kernels
@@ -25,8 +26,74 @@ def _parse_value(text: str):
         return text
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose options may take their help from a registry (``generated_help``: action -> function
+    that returns its help text), called when the help is shown: the names stay those the library accepts, and
+    parsing ``calib book run`` imports neither torch nor the registries."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.generated_help: dict[argparse.Action, Callable[[], str]] = {}
+
+    def format_help(self) -> str:
+        for action, text in self.generated_help.items():
+            action.help = text()
+        return super().format_help()
+
+
+def _listed(names, last: str = "or") -> str:
+    """``a, b or c``."""
+    names = list(names)
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} {last} {names[-1]}"
+
+
+def _loss_help() -> str:
+    """``--loss``'s help, every primary family of :data:`calib.losses.REGISTRY` with its name forms (and an example
+    where a form has a parameter)."""
+    from calib.losses import REGISTRY
+
+    families = [", ".join(spec.forms) + ("" if spec.example in spec.forms else f" (e.g. {spec.example})")
+                for spec in REGISTRY if spec.kind == "primary"]
+    return f"loss: {'; '.join(families)}"
+
+
+def _secondary_help() -> str:
+    """``--secondary``'s help, every secondary loss of :data:`calib.losses.REGISTRY`."""
+    from calib.losses import REGISTRY
+
+    names = [form for spec in REGISTRY if spec.kind == "secondary" for form in spec.forms]
+    return (f"secondary calibration loss added to --loss (Karandikar et al. 2021): {_listed(names)} (weight: "
+            f"--secondary-weight)")
+
+
+def _data_help() -> str:
+    """``--data``'s help, every dataset of :data:`calib.data.DATASETS`."""
+    from calib.data import DATASETS
+
+    return f"dataset: {_listed(DATASETS)}"
+
+
+def _model_help() -> str:
+    """``--model``'s help, every name form of :data:`calib.models.MODEL_NAMES` (``<...>`` marks a parameter)."""
+    from calib.models import MODEL_NAMES
+
+    return f"network: {_listed(MODEL_NAMES)}"
+
+
+def _augment_help() -> str:
+    """``--augment``'s help, :data:`calib.run_config.AUGMENTATIONS` and the defaults of
+    :data:`calib.run_config.DEFAULT_AUGMENT`."""
+    from calib.run_config import AUGMENTATIONS, DEFAULT_AUGMENT
+
+    by_choice: dict[str, list[str]] = {}
+    for data, choice in DEFAULT_AUGMENT.items():
+        by_choice.setdefault(choice, []).append(data)
+    defaults = ", ".join(f"{choice} for {_listed(data, 'and')}" for choice, data in by_choice.items())
+    return f"training augmentation: {_listed(AUGMENTATIONS)} (default: {defaults}, none otherwise)"
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="calib", description="The focal-calibration book and its library.")
+    parser = _Parser(prog="calib", description="The focal-calibration book and its library.")
     commands = parser.add_subparsers(dest="command", required=True)
 
     book_parser = commands.add_parser("book", help="execute and render the book")
@@ -77,13 +144,11 @@ def _add_train_parser(commands) -> None:
                     "Writes meta.json, history.json, logits.npz and checkpoint.pt into --out. Under torchrun "
                     "(torchrun --standalone --nproc_per_node N -m calib train ...) one run trains across the N "
                     "processes with DistributedDataParallel; --batch-size is the global batch.")
-    t.add_argument("--data", help="dataset: fashion-mnist, cifar10, cifar100, svhn, digits, "
-                                                  "breast-cancer, linear-toy, gaussian-1d")
-    t.add_argument("--model", help="network, e.g. resnet20, resnet50, wrn-26-10, small-cnn, mlp")
-    t.add_argument("--loss", help="loss, e.g. ce, fl-3, flsd-53, flsc-531, brier, ls-0.05")
-    t.add_argument("--secondary", default=None,
-                   help="secondary calibration loss added to --loss (Karandikar et al. 2021): sb-ece, s-avuc, avuc, "
-                        "avuc-gs, mmce, mmce-w")
+    # the names of datasets, networks, losses and augmentations come from their registries when help is shown
+    t.generated_help[t.add_argument("--data")] = _data_help
+    t.generated_help[t.add_argument("--model")] = _model_help
+    t.generated_help[t.add_argument("--loss")] = _loss_help
+    t.generated_help[t.add_argument("--secondary", default=None)] = _secondary_help
     t.add_argument("--secondary-weight", type=float, default=None,
                    help="weight beta of the secondary loss (default 1; needs --secondary)")
     t.add_argument("--epochs", type=int, help="passes over the training set (>= 1)")
@@ -100,11 +165,11 @@ def _add_train_parser(commands) -> None:
     t.add_argument("--momentum", type=float, default=None, help="SGD momentum, in [0, 1) (default 0.9)")
     t.add_argument("--weight-decay", type=float, default=None, help="weight decay, >= 0 (default 5e-4)")
     t.add_argument("--milestones", type=int, nargs="*", default=None,
-                   help="epochs after which the lr is multiplied by --lr-decay (default: 150/350 and 250/350 of --epochs)")
+                   help="epochs after which the lr is multiplied by --lr-decay (default: 150/350 and 250/350 of "
+                        "--epochs)")
     t.add_argument("--lr-decay", type=float, default=None, help="lr factor at each milestone, in (0, 1] (default 0.1)")
     t.add_argument("--batch-size", type=int, default=None, help="mini-batch size, >= 1 (default 128)")
-    t.add_argument("--augment", default=None,
-                   help="training augmentation: crop-flip, crop, flip or none (default: crop-flip for CIFAR and Fashion-MNIST, crop for SVHN, none otherwise)")
+    t.generated_help[t.add_argument("--augment", default=None)] = _augment_help
     t.add_argument("--train-subset", type=int, default=None, help="keep the first N training samples")
     t.add_argument("--val-subset", type=int, default=None)
     t.add_argument("--test-subset", type=int, default=None)
@@ -119,6 +184,8 @@ def _add_train_parser(commands) -> None:
                    help="per-epoch diagnostics: full (train/val/test, gradient norms, reliability) or eval (val/test)")
     t.add_argument("--discard", nargs="+", default=[], choices=("checkpoint.pt", "logits.npz"),
                    help="files to delete once the run has finished (a stored run keeps no checkpoint)")
+    t.add_argument("--weights", default=None, choices=("float16", "float32"),
+                   help="also keep the final network in weights.npz, its floats in this type (default: not kept)")
     t.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -151,6 +218,10 @@ def _add_sweep_parser(commands) -> None:
                         "store and write <store>/posthoc.json (what chapter 10 reads); it says which runs it "
                         "evaluated and which it skipped (no logits.npz), and evaluates nothing while runs of the "
                         "grid are not finished")
+    s.add_argument("--shift", action="store_true",
+                   help="once every run of the grid is finished, score each run's stored network (the grid's weights "
+                        "= \"float16\") on the clean and corrupted test sets, every post-hoc map fitted on clean "
+                        "validation, into <store>/shift.json (calib.shift; what chapter 12 reads)")
     s.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -226,11 +297,30 @@ def _sweep(args) -> None:
     try:
         sweep(grid, progress=not args.no_progress, wait=args.wait)
     except RunsHeldError as exc:
-        note = " Nothing was evaluated (--evaluate needs every run finished)." if args.evaluate else ""
+        note = (" Nothing was evaluated (--evaluate and --shift need every run finished)."
+                if args.evaluate or args.shift else "")
         raise _Incomplete(f"{exc}{note}" if not selection else f"{selection.strip()}: {exc}{note}") from None
     print(f"calib: grid {args.grid}{selection}: {len(grid.runs)} runs finished in {grid.store}")
     if args.evaluate:
         _evaluate(grid, progress=not args.no_progress)
+    if args.shift:
+        _evaluate_shift(grid, progress=not args.no_progress)
+
+
+def _evaluate_shift(grid, progress: bool) -> None:
+    """``calib sweep --shift``: every run of the grid scored under shift (calib.shift.evaluate_shift), its entry
+    reused from <store>/shift.json when it was computed from the same weights."""
+    from calib.experiments import load_store
+    from calib.shift import evaluate_shift
+
+    if not grid.weights:
+        raise ValueError(f"{grid.path} keeps no network (no weights = \"float16\" in the grid), so --shift has "
+                         f"nothing to score; add it and retrain.")
+    names = {f"{r.model}/{r.loss}/seed{r.seed}" for r in grid.runs}
+    stored = [r for r in load_store(grid.store) if f"{r.model}/{r.loss}/seed{r.seed}" in names]
+    evaluation = evaluate_shift(stored, cache=grid.store / "shift.json", progress=progress)
+    print(f"calib: {len(evaluation.entries)} runs scored on {len(evaluation.sets)} test sets in "
+          f"{grid.store / 'shift.json'}")
 
 
 def _evaluate(grid, progress: bool) -> None:
@@ -267,7 +357,7 @@ def _train(args) -> None:
     config = _train_config(args)
     try:
         run = train(config, args.out, resume=args.resume, progress=not args.no_progress, discard=args.discard,
-                    restart=args.restart)
+                    restart=args.restart, weights=args.weights)
     except KeyboardInterrupt:
         import shlex
 

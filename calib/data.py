@@ -2,9 +2,10 @@
 :class:`Dataset` objects with fixed seeded train/validation/test splits, and a loader that keeps the data on the
 training device.
 
-The toy problems' generators are :mod:`calib.toy_data` and the image datasets' files (where they are found,
-their checked download, calib's own readers) :mod:`calib.dataset_files`; both are importable from here as well
-(``from calib.data import make_linear_toy``). Image datasets are found in this order:
+The toy problems' generators are :mod:`calib.toy_data`, the image datasets' files (where they are found,
+their checked download, calib's own readers) :mod:`calib.dataset_files` and the corrupted images of
+Fashion-MNIST-C (:func:`~calib.corruptions.corrupt_images`) :mod:`calib.corruptions`; all are importable from
+here as well (``from calib.data import make_linear_toy, corrupt_images``). Image datasets are found in this order:
 
 1. the folder passed as ``root``;
 2. ``$CALIB_DATA/<name>`` (default ``~/.cache/calib/<name>``), the download cache;
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from calib._validate import check_int
+from calib.corruptions import CORRUPTIONS, corrupt_images  # noqa: F401 (re-exported: Fashion-MNIST-C)
 from calib.dataset_files import (DEBIAN_FASHION_MNIST, SOURCES, DatasetNotFoundError,  # noqa: F401 (re-exported)
                                  data_home, load_cifar, load_fashion_mnist, load_svhn, read_cifar_archive, read_idx,
                                  read_svhn_mat)
@@ -34,8 +36,7 @@ from calib.toy_data import (THREE_CLASS_1D, LinearToy, gaussian_1d_joint, gaussi
                             gaussian_mixture_means, make_gaussian_1d, make_gaussian_mixture, make_linear_toy,
                             separability_through_origin)
 
-__all__ = ["Dataset", "DATASETS", "SPLITS", "load_dataset", "dataset_names", "validation_split", "TensorLoader",
-           "CORRUPTIONS", "corrupt_images"]
+__all__ = ["Dataset", "DATASETS", "SPLITS", "load_dataset", "dataset_names", "validation_split", "TensorLoader"]
 
 # ------------------------------------------------------------------------------------ splits, Dataset
 
@@ -120,6 +121,30 @@ class Dataset:
         mean, std = _normalisation(x_tr)
         return replace(self, x_train=x_tr, x_val=pool(self.x_val), x_test=pool(self.x_test), mean=mean, std=std)
 
+    def padded(self, size: int) -> "Dataset":
+        """The images zero-padded (black, before normalisation) to ``size`` x ``size``, centred (an odd margin puts
+        the extra pixel below and to the right), with the normalisation recomputed: Fashion-MNIST's 28x28 at the
+        32x32 of the CIFAR networks (2 pixels on each side), as torchvision's ``Pad(2)`` would give. The dataset
+        itself when its images already have that size."""
+        size = check_int(size, "size")
+        if not self.is_image:
+            raise ValueError(f"padding needs images; {self.name} holds feature vectors of shape {self.input_shape}.")
+        _, h, w = self.input_shape
+        if size < max(h, w):
+            raise ValueError(f"size={size} is smaller than the {h}x{w} images; give a size of at least {max(h, w)} "
+                             f"(padding never crops).")
+        if (h, w) == (size, size):
+            return self
+        top, left = (size - h) // 2, (size - w) // 2
+        margins = ((0, 0), (0, 0), (top, size - h - top), (left, size - w - left))
+
+        def pad(x):
+            return np.pad(x, margins, mode="constant", constant_values=0)
+
+        x_tr = pad(self.x_train)
+        mean, std = _normalisation(x_tr)
+        return replace(self, x_train=x_tr, x_val=pad(self.x_val), x_test=pad(self.x_test), mean=mean, std=std)
+
 
 def _normalisation(x: np.ndarray):
     if x.ndim == 4:
@@ -162,6 +187,13 @@ def _load_fashion_mnist(root, download, seed):
     x_tr, y_tr, x_te, y_te = load_fashion_mnist(root, download)
     return _from_train_test("fashion-mnist", x_tr, y_tr, x_te, y_te, 5000, 10, "Fashion-MNIST (Xiao et al. 2017)",
                             FASHION_MNIST_CLASSES)
+
+
+def _load_fashion_mnist_32(root, download, seed):
+    """Fashion-MNIST zero-padded to 32x32 (:meth:`Dataset.padded`), the input size of the papers' CIFAR networks;
+    the same splits as ``"fashion-mnist"``."""
+    padded = _load_fashion_mnist(root, download, seed).padded(32)
+    return replace(padded, name="fashion-mnist-32", source="Fashion-MNIST (Xiao et al. 2017), zero-padded to 32x32")
 
 
 def _load_cifar10(root, download, seed):
@@ -219,13 +251,13 @@ def _load_gaussian_1d(root, download, seed):
 DATASETS = {
     "fashion-mnist": _load_fashion_mnist, "cifar10": _load_cifar10, "cifar100": _load_cifar100,
     "svhn": _load_svhn, "digits": _load_digits, "breast-cancer": _load_breast_cancer,
-    "linear-toy": _load_linear_toy, "gaussian-1d": _load_gaussian_1d,
+    "linear-toy": _load_linear_toy, "gaussian-1d": _load_gaussian_1d, "fashion-mnist-32": _load_fashion_mnist_32,
 }
 
 #: Split sizes (train / validation / test) of each dataset.
 SPLITS = {"fashion-mnist": (55000, 5000, 10000), "cifar10": (45000, 5000, 10000), "cifar100": (45000, 5000, 10000),
           "svhn": (68257, 5000, 26032), "digits": (1258, 180, 359), "breast-cancer": (398, 57, 114),
-          "linear-toy": (4000, 500, 1000), "gaussian-1d": (4500, 500, 1000)}
+          "linear-toy": (4000, 500, 1000), "gaussian-1d": (4500, 500, 1000), "fashion-mnist-32": (55000, 5000, 10000)}
 
 
 def dataset_names() -> str:
@@ -241,7 +273,8 @@ def load_dataset(name: str, root=None, download: bool = True, seed: int = 0) -> 
     name : str
         One of :data:`DATASETS`: ``"fashion-mnist"``, ``"cifar10"``, ``"cifar100"``, ``"svhn"`` (files, see
         the module docstring), ``"digits"``, ``"breast-cancer"`` (bundled with scikit-learn),
-        ``"linear-toy"``, ``"gaussian-1d"`` (synthetic, drawn with ``seed``).
+        ``"linear-toy"``, ``"gaussian-1d"`` (synthetic, drawn with ``seed``), ``"fashion-mnist-32"``
+        (Fashion-MNIST zero-padded to 32x32, :meth:`Dataset.padded`; the same files and splits).
     root : path, optional
         Folder holding the dataset's files (skips the cache, Debian's files and the download).
     download : bool
@@ -366,53 +399,3 @@ class TensorLoader:
                 xb = self._crop_flip(xb, shifts[sl, 0].to(self.device), shifts[sl, 1].to(self.device),
                                      flips[sl].to(self.device))
             yield self._prepare(xb), self.y[idx]
-
-
-#: The corruptions of :func:`corrupt_images` and their parameter at severities 1-5, after Hendrycks & Dietterich
-#: (2019), "Benchmarking neural network robustness to common corruptions and perturbations", App. A (the noise
-#: standard deviation, the blur's Gaussian standard deviation in pixels, the contrast factor).
-CORRUPTIONS = {"gaussian-noise": (0.08, 0.12, 0.18, 0.26, 0.38), "gaussian-blur": (0.5, 0.75, 1.0, 1.5, 2.0),
-               "contrast": (0.4, 0.3, 0.2, 0.1, 0.05)}
-
-
-def corrupt_images(images, kind: str, severity: int, seed: int = 0) -> np.ndarray:
-    """A shifted copy of ``images`` for calibration under dataset shift: Gaussian noise, Gaussian blur or reduced
-    contrast at severity 1-5 (Hendrycks & Dietterich 2019, App. A), deterministic given ``seed``, no download.
-
-    Parameters
-    ----------
-    images : array of shape (..., H, W)
-        Pixel intensities in [0, 1] (e.g. Fashion-MNIST's uint8 pixels divided by 255), before normalisation.
-    kind : {"gaussian-noise", "gaussian-blur", "contrast"}
-        ``x + N(0, s^2)``; ``x`` convolved with a Gaussian of standard deviation ``s`` pixels per image;
-        ``(x - mean(x)) c + mean(x)`` with each image's own mean.
-    severity : int
-        1 (mild) to 5 (severe): the parameter is ``CORRUPTIONS[kind][severity - 1]``.
-    seed : int
-        Seeds the noise (the other two are deterministic).
-
-    Returns
-    -------
-    ndarray, float64, the shape of ``images``
-        The corrupted images, clipped to [0, 1] as an image is (the corruption's definition, as in the paper).
-    """
-    x = np.asarray(images, dtype=np.float64)
-    if x.ndim < 2 or not np.all(np.isfinite(x)) or x.size == 0 or x.min() < 0 or x.max() > 1:
-        raise ValueError("images must be a non-empty array of shape (..., H, W) with finite intensities in [0, 1]; "
-                         "divide uint8 pixels by 255 before corrupting, and normalise afterwards.")
-    if kind not in CORRUPTIONS:
-        raise ValueError(f"kind={kind!r} is not a corruption; choose one of {', '.join(CORRUPTIONS)}.")
-    severity = check_int(severity, "severity", minimum=1)
-    if severity > 5:
-        raise ValueError(f"severity={severity} is out of range; severities are 1 (mild) to 5 (severe).")
-    level = CORRUPTIONS[kind][severity - 1]
-    if kind == "gaussian-noise":
-        out = x + np.random.default_rng(seed).normal(0.0, level, size=x.shape)
-    elif kind == "gaussian-blur":
-        from scipy.ndimage import gaussian_filter
-
-        out = gaussian_filter(x, sigma=[0] * (x.ndim - 2) + [level, level], mode="nearest")
-    else:
-        mean = x.mean(axis=(-2, -1), keepdims=True)
-        out = (x - mean) * level + mean
-    return np.clip(out, 0.0, 1.0)

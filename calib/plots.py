@@ -96,7 +96,8 @@ def reliability_diagram(probs, labels, n_bins: int = 15, binning: str = "uniform
     ax.legend(loc="upper left", fontsize="small", frameon=False)
     if show_ece:
         ece = metrics.ece(probs, labels, n_bins=n_bins, binning=binning)
-        ax.text(0.97, 0.04, f"ECE = {100 * ece:.2f}%", transform=ax.transAxes, ha="right", va="bottom", fontsize="small")
+        ax.text(0.97, 0.04, f"ECE = {100 * ece:.2f}%", transform=ax.transAxes, ha="right", va="bottom",
+                fontsize="small")
     if title:
         ax.set_title(title)
 

@@ -7,6 +7,10 @@ function.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:        # the functions import numpy where they use it, so that importing this module stays light
+    import numpy as np
 
 __all__ = ["PUBLISHED_COLUMNS", "PUBLISHED_TABLE_COLUMNS", "STAGE_MAPS", "published_dir", "read_published",
            "read_published_tables", "published_rows"]
@@ -28,16 +32,25 @@ STAGE_MAPS = {"pre-T": "none", "post-T": "ts", "": "none", "original": "none", "
 
 
 def published_dir(root=None) -> Path:
-    """``book/data/published`` of the repository ``root`` (default: the checkout this calib is imported from)."""
-    root = Path(__file__).resolve().parent.parent if root is None else Path(root)
-    return root / "book" / "data" / "published"
+    """The folder of the papers' tables: ``book/data/published`` of the repository ``root``; by default the copy
+    an installed calib carries (``calib/published_tables``, which the wheel maps from that folder:
+    pyproject.toml), else that folder of the checkout this calib is imported from."""
+    if root is not None:
+        return Path(root) / "book" / "data" / "published"
+    from importlib.resources import files
+
+    installed = files("calib") / "published_tables"
+    if isinstance(installed, Path) and installed.is_dir():
+        return installed
+    return Path(__file__).resolve().parent.parent / "book" / "data" / "published"
 
 
 def _read_csv(path: Path, columns: tuple) -> list:
     import csv
 
     if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist.")
+        papers = sorted(p.name.removesuffix(".tables.csv") for p in path.parent.glob("*.tables.csv"))
+        raise FileNotFoundError(f"{path} does not exist; the papers with tables there: {papers or 'none'}.")
     with path.open(newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
         if tuple(reader.fieldnames or ()) != columns:
@@ -140,6 +153,47 @@ def agree_as_printed(a_text: str, b_text: str, transform=None) -> bool:
     return abs(a - b) <= half * (1 + 1e-9)
 
 
+def printed_difference_interval(mean_a, sem_a, mean_b, sem_b, runs: int, level: float = 0.95):
+    """The interval of ``mean_a - mean_b`` from two printed means and standard errors of the mean, each over
+    ``runs`` independent runs (a table of "mean ± SEM over 10 runs", as Karandikar et al. 2021, Table 2): Welch's
+    t-interval, ``se = sqrt(sem_a² + sem_b²)`` with the Welch-Satterthwaite degrees of freedom
+    ``se⁴ / ((sem_a⁴ + sem_b⁴) / (runs - 1))``, as a :class:`calib.stats.Interval` (so that
+    :func:`calib.stats.decide`, ``decide_any`` and ``decide_every`` read it).
+
+    The runs' per-seed values and the test samples are not printed, so the interval is over runs alone; two
+    columns of one row (a model before and after a post-hoc map) share their runs, and for them the unpaired
+    interval is the conservative one when the two columns are positively correlated across runs.
+    """
+    import numpy as np
+    from scipy import stats as scipy_stats
+
+    from calib.stats import Interval
+
+    values = {"mean_a": mean_a, "sem_a": sem_a, "mean_b": mean_b, "sem_b": sem_b}
+    for name, value in values.items():
+        if isinstance(value, bool) or not np.isfinite(np.asarray(value, dtype=np.float64)).all() \
+                or np.ndim(value) != 0:
+            raise ValueError(f"{name} must be one finite printed number; got {value!r}.")
+    for name in ("sem_a", "sem_b"):
+        if float(values[name]) < 0:
+            raise ValueError(f"{name} must be a standard error >= 0; got {values[name]!r}.")
+    if isinstance(runs, bool) or int(runs) != runs or runs < 2:
+        raise ValueError(f"runs must be the number of runs behind each mean, an integer >= 2; got {runs!r}.")
+    level = float(level)
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must lie in (0, 1), e.g. 0.95; got {level}.")
+    sa, sb = float(sem_a), float(sem_b)
+    se = float(np.hypot(sa, sb))
+    df = float(se ** 4 / ((sa ** 4 + sb ** 4) / (int(runs) - 1))) if se > 0 else float(int(runs) - 1)
+    estimate = float(mean_a) - float(mean_b)
+    half = float(scipy_stats.t.ppf(0.5 + level / 2, df) * se)
+    return Interval(estimate, estimate - half, estimate + half, level, int(runs),
+                    "Welch t-interval over runs, from the printed means and standard errors", se, df)
+
+
+__all__ += ["printed_difference_interval"]
+
+
 def cell_text(row: dict, temperature: bool = True, std: bool = True) -> str:
     """A printed cell as the paper prints it: the value, ``± std`` and ``(T)`` where printed, bold as
     ``**...**``, and ``?`` for a cell the extraction garbled."""
@@ -165,8 +219,8 @@ def paper_layout(rows, row_by=("dataset", "model"), col_by=("method", "stage"), 
     """A printed table put back in the paper's layout: one line per distinct ``row_by`` label and one column
     per distinct ``col_by`` label, both in printed order (the order of the CSV), each cell :func:`cell_text`.
 
-    Returns ``(header, body)`` for the book's ``calib_book.notebook.markdown_table``. Label fields that are empty in every row
-    (e.g. the model of Komisarenko & Kull's Table 1, which prints none) get no column. Raises ValueError when
+    Returns ``(header, body)`` for the book's ``calib_book.notebook.markdown_table``. Label fields that are empty in
+    every row (e.g. the model of Komisarenko & Kull's Table 1, which prints none) get no column. Raises ValueError when
     two printed numbers fall in the same cell (``row_by``/``col_by`` do not identify a cell)."""
     rows = list(rows)
     if not rows:
@@ -194,10 +248,10 @@ def _field(row: dict, key: str):
 
 
 def paired_cells(rows_a, rows_b, keys=("dataset", "model", "method", "stage"), transform=None) -> list:
-    """The numbers printed in two places, matched on ``keys`` (labels compared by :func:`label_key`, so
-    "Tiny-ImageNet" meets "Tiny Imagenet"), each with whether they agree as printed (:func:`agree_as_printed`,
-    ``transform`` applied to the second; the key ``"map"`` matches printed stages by :data:`STAGE_MAPS`). Used for Mukhoti et al. Tables 1 vs 5, 2 vs 6 (FLSD-53), 4 vs 7 and
-    4 vs 8 (error = 100 - top-1), Karandikar et al. Tables 1 vs 2, 4, 5, 6.
+    """The numbers printed in two places, matched on ``keys`` (labels compared by :func:`label_key`, so "Tiny-ImageNet"
+    meets "Tiny Imagenet"), each with whether they agree as printed (:func:`agree_as_printed`, ``transform`` applied to
+    the second; the key ``"map"`` matches printed stages by :data:`STAGE_MAPS`). Used for Mukhoti et al. Tables 1 vs 5,
+    2 vs 6 (FLSD-53), 4 vs 7 and 4 vs 8 (error = 100 - top-1), Karandikar et al. Tables 1 vs 2, 4, 5, 6.
 
     Returns a list of dicts ``key, a, b, a_text, b_text, a_temperature, b_temperature, agree,
     temperature_agree`` (the last is None where either table prints no temperature); unreadable cells are
@@ -214,8 +268,8 @@ def paired_cells(rows_a, rows_b, keys=("dataset", "model", "method", "stage"), t
         if b is None:
             continue
         ta, tb = a.get("temperature"), b.get("temperature")
-        out.append({"key": tuple(_field(a, k) for k in keys), "a": a["value"], "b": b["value"], "a_text": a["value_text"],
-                    "b_text": b["value_text"], "a_temperature": ta, "b_temperature": tb,
+        out.append({"key": tuple(_field(a, k) for k in keys), "a": a["value"], "b": b["value"],
+                    "a_text": a["value_text"], "b_text": b["value_text"], "a_temperature": ta, "b_temperature": tb,
                     "agree": agree_as_printed(a["value_text"], b["value_text"], transform),
                     "temperature_agree": None if ta is None or tb is None else abs(ta - tb) < 1e-9})
     return out
@@ -466,8 +520,8 @@ __all__ += ["LOSS_ALIASES", "canonical_loss", "setting_values", "grid_label"]
 
 def canonical_loss(label: str) -> str:
     """The chapter-10 name of a printed loss label (:data:`LOSS_ALIASES`), or its :func:`label_key` if unknown:
-    "Cross-Entropy", "CROSS-ENTROPY" and "XE" give ``"ce"``; "FLSD-53 (Ours)" and "FL-53" give ``"flsd-53"``; Zhou et al.'s
-    "AU_{P_{X_τ}}" gives ``"aurc"`` (chapter 10's AU loss) and their plain "AURC" baseline ``"aurc-plain"``."""
+    "Cross-Entropy", "CROSS-ENTROPY" and "XE" give ``"ce"``; "FLSD-53 (Ours)" and "FL-53" give ``"flsd-53"``; Zhou et
+    al.'s "AU_{P_{X_τ}}" gives ``"aurc"`` (chapter 10's AU loss) and their plain "AURC" baseline ``"aurc-plain"``."""
     key = label_key(label)
     return LOSS_ALIASES.get(key, key)
 
@@ -523,18 +577,25 @@ def paper_losses(rows, labels, dataset: str, model: str, default_model: str | No
     return out
 
 
-def majority_verdict(decisions) -> str:
-    """The verdict of a "in most cases" statement from its parts (:class:`calib.stats.Decision`): *holds* when
-    more than half hold, *not-reproduced* when more than half are not reproduced, else *inconclusive*. (A
-    statement that needs every part uses :func:`calib.stats.combine`.)"""
-    verdicts = [d.verdict for d in decisions]
-    if not verdicts:
-        raise ValueError("decisions is empty.")
-    if sum(v == "holds" for v in verdicts) * 2 > len(verdicts):
+def majority_verdict(family) -> str:
+    """The verdict of an "in most cases" statement ("TS-SB-ECE beats TS for most losses") from its family of
+    comparisons drawn from one grid, decided by :func:`calib.stats.decide_any` (Holm's correction over the family):
+    *holds* when more than half hold after the correction (``family.holding``), *not-reproduced* when at least
+    half lie on the other side after the correction (Holm on that side: then at most half can hold), else
+    *inconclusive*. The parts' unadjusted verdicts are not counted: with six comparisons each at the 2.5 % level, a
+    majority of chance wins is far likelier than 2.5 % (issue 41). A statement that needs every part uses
+    :func:`calib.stats.decide_every`.
+    """
+    from calib.stats import MultipleDecision
+
+    if not isinstance(family, MultipleDecision) or family.rule != "any":
+        raise ValueError("family must be the MultipleDecision of calib.stats.decide_any over the comparisons (Holm's "
+                         "correction over the family); a list of unadjusted Decisions is not counted (issue 41).")
+    n = len(family.intervals)
+    failing = sum(p <= family.alpha for p in family.p_against.values())
+    if 2 * len(family.holding) > n:
         return "holds"
-    if sum(v == "not-reproduced" for v in verdicts) * 2 > len(verdicts):
-        return "not-reproduced"
-    return "inconclusive"
+    return "not-reproduced" if 2 * failing >= n else "inconclusive"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -591,16 +652,16 @@ def zhou2025_tables(root=None) -> dict:
     filled = set()
     for r in read_published("zhou2025", root):
         i = row_of[label_key(f"{r['dataset']}/{r['model']}")]
-        where = [(key, (i, col_of[label_key(r["method"])]), field)
-                 for key, (table, metric, stage, field) in _ZHOU2025_GRIDS.items()
+        where = [(key, (i, col_of[label_key(r["method"])]), column)
+                 for key, (table, metric, stage, column) in _ZHOU2025_GRIDS.items()
                  if (r["table"], r["metric"], r["stage"]) == (table, metric, stage)]
         where += [(key, (i,), "value") for key, spec in _ZHOU2025_ROWS_OF.items()
                   if (r["table"], r["method"], r["metric"]) == spec]
-        for key, cell, field in where:
+        for key, cell, column in where:
             if (key, cell) in filled:
                 raise ValueError(f"{path}: {key} {ZHOU2025_ROWS[i]} is given twice; keep one row per printed cell.")
             filled.add((key, cell))
-            out[key][cell] = r[field]
+            out[key][cell] = r[column]
     for key, values in out.items():
         if np.isnan(values).any():
             raise ValueError(f"{path}: {key} lacks {int(np.isnan(values).sum())} cell(s); restore the file from git.")

@@ -12,17 +12,19 @@ from pathlib import Path
 
 from calib import runs
 from calib._validate import check_choice, check_int, check_positive
-from calib.runs import CorruptRunError
+from calib.runs import CorruptRunError, check_world_size
 from calib.small_training import resolve_device
 
-__all__ = ["TrainConfig", "config_from_meta", "check_world_size", "paper_milestones", "AUGMENTATIONS",
-           "DEFAULT_AUGMENT", "DIAGNOSTICS", "MAX_SEED", "NON_IDENTITY"]
+#: (check_world_size is :mod:`calib.runs`'s, importable from here as well.)
+__all__ = ["TrainConfig", "config_from_meta", "paper_milestones", "AUGMENTATIONS", "DEFAULT_AUGMENT", "DIAGNOSTICS",
+           "MAX_SEED", "NON_IDENTITY"]
 
 #: The training augmentations, random crop with 4 pixels of padding and/or horizontal flip, or none.
 AUGMENTATIONS = ("crop-flip", "crop", "flip", "none")
 #: Default augmentation by dataset, the CIFAR recipe (random crop with 4 pixels of padding and horizontal
 #: flip, Mukhoti et al. 2020, App. D) for natural images, crop only for digits in photographs (SVHN).
-DEFAULT_AUGMENT = {"cifar10": "crop-flip", "cifar100": "crop-flip", "fashion-mnist": "crop-flip", "svhn": "crop"}
+DEFAULT_AUGMENT = {"cifar10": "crop-flip", "cifar100": "crop-flip", "fashion-mnist": "crop-flip", "svhn": "crop",
+                   "fashion-mnist-32": "crop-flip"}
 #: Config fields that may differ between a run and its resumption (they do not change what is computed).
 NON_IDENTITY = ("device", "progress", "diagnostics")
 #: What :meth:`calib.train.Trainer.diagnose` records each epoch, "full" (train, validation and test, with the
@@ -157,10 +159,10 @@ def config_from_meta(path, world_size: int | None = None) -> TrainConfig:
     The device is not part of a run's identity and is left at ``"auto"``; ``diagnostics`` is taken from the
     meta when it records one. With ``world_size`` (the processes that will train it; ``calib train`` passes its
     launch's) the run must have been trained by as many (the meta's ``world_size``, 1 when it records none), or
-    :func:`check_world_size`'s RunConfigError (a ValueError) says how to launch it: the gradient of N processes is
-    summed in another order than one process's, and training amplifies the difference (README, "Training across
-    processes"), so a 2-process run retrained in one process does not give its logits. ``None`` (reading a stored
-    run) checks nothing.
+    :func:`~calib.runs.check_world_size`'s RunConfigError (a ValueError) says how to launch it: the gradient of N
+    processes is summed in another order than one process's, and training amplifies the difference (README,
+    "Training across processes"), so a 2-process run retrained in one process does not give its logits. ``None``
+    (reading a stored run) checks nothing.
     """
     path = Path(path)
     if path.is_dir():
@@ -194,28 +196,3 @@ def config_from_meta(path, world_size: int | None = None) -> TrainConfig:
     if config.milestones is not None:
         config = dataclasses.replace(config, milestones=tuple(config.milestones))
     return config
-
-
-def check_world_size(meta: dict, world_size: int, what: str, command: str, otherwise: str = "") -> None:
-    """Refuse to train a run on another number of processes than its ``meta.json`` records (``world_size``, 1 when
-    absent: calib recorded none before it trained across processes): the world size is part of a run's identity,
-    as its CPU instruction set is. ``what`` begins the message (e.g. "RUN/meta.json records"), ``command`` is the
-    ``calib train ...`` command that does it when launched with the recorded number of processes, ``otherwise``
-    another way out. Raises :class:`~calib.runs.RunConfigError` (a ValueError), or CorruptRunError when the
-    recorded number is not an integer >= 1."""
-    recorded = meta.get("world_size", 1)
-    if isinstance(recorded, bool) or not isinstance(recorded, int) or recorded < 1:
-        raise CorruptRunError(f"{what} world_size={recorded!r}, which is not a number of processes (an integer "
-                              f">= 1); the file is damaged or was not written by calib train. Restore it.")
-    if recorded == world_size:
-        return
-
-    def processes(n: int) -> str:
-        return "one process" if n == 1 else f"{n} processes (torchrun --nproc_per_node {n})"
-
-    launch = f"torchrun --standalone --nproc_per_node {recorded} -m {command}" if recorded > 1 else command
-    raise runs.RunConfigError(
-        f"{what} a run trained by {processes(recorded)}, and this launch has {processes(world_size)}: the number "
-        f"of processes is part of a run's identity (the gradient is summed in another order, and training "
-        f"amplifies the difference into other logits). Launch it with {recorded} "
-        f"process{'es' if recorded > 1 else ''}: {launch}{otherwise}.")

@@ -1,5 +1,5 @@
-"""The run directory: the one module that reads and writes it (``calib.train`` writes runs through it,
-``calib.experiments`` reads the store through it).
+"""The run directory: the one module that reads and writes it (``calib.train`` trains and writes runs through
+:class:`RunFolder`, ``calib.experiments`` reads the store through it).
 
 A run directory holds
 
@@ -7,13 +7,19 @@ A run directory holds
 ``history.json``   per-epoch diagnostics (:meth:`calib.train.Trainer.diagnose`)
 ``logits.npz``     ``val_logits``, ``val_labels``, ``test_logits``, ``test_labels`` of the final model
 ``checkpoint.pt``  model, optimiser, scheduler and random states after the last finished epoch
+``weights.npz``    the final network's parameters (float16 or float32), only when asked (``--weights``)
 
-and, while a process writes it, the lock ``.calib-train.lock``. Every file is written through a temporary
-file of its own (``.<name>.<pid>.<random>.tmp``) and ``os.replace``, so a crash leaves the previous file, and
-two writers never share a temporary. Each damaged file is reported by a named error that names the file and
-what to do (:class:`CorruptRunError`); a logits file is read without pickles (``allow_pickle=False``), so a
-store can never run code. The provenance that ``meta.json`` records (:func:`git_commit`, :func:`git_dirty`,
-:func:`device_name`) is taken here too.
+and, while a process writes it, the lock ``.calib-train.lock``. :class:`RunFolder` is the folder of one run as
+its writer sees it: made, locked, checked against the run's configuration (new, to resume or done: another
+configuration, CPU instruction set or number of processes is refused), cleared for a restart, written.
+
+Every file is written through a temporary file of its own (``.<name>.<pid>.<random>.tmp``), flushed to the
+device (``os.fsync``), then ``os.replace`` and a flush of the folder, so a crash or a power cut leaves the previous
+file or the new one whole, and two writers never share a temporary. Each damaged file is reported by a named
+error that names the file and what to do (:class:`CorruptRunError`); a logits file is read without pickles
+(``allow_pickle=False``) and a checkpoint with ``torch.load(weights_only=True)``, so a store can never run code.
+The provenance that ``meta.json`` records (:func:`git_commit`, :func:`git_dirty`, :func:`device_name`) is taken
+here too.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import errno
 import json
 import os
 import platform
+import re
 import secrets
 import shutil
 import subprocess
@@ -34,8 +41,10 @@ import numpy as np
 
 __all__ = ["META", "HISTORY", "LOGITS", "CHECKPOINT", "RUN_FILES", "DISCARDABLE", "LOGIT_KEYS", "Run", "load_run",
            "read_json_object", "read_logits", "read_checkpoint", "write_atomic", "write_json", "write_logits", "RunLock",
-           "remove_temporaries", "run_owner", "RunLockedError", "CorruptRunError", "DiskFullError",
+           "RunFolder", "check_world_size", "remove_temporaries", "run_owner", "RunLockedError", "CorruptRunError",
+           "DiskFullError",
            "RunConfigError", "ReadOnlyRunError", "RunFolderMovedError", "git_commit", "git_dirty", "device_name"]
+__all__ += ["WEIGHTS", "WEIGHT_DTYPES", "write_weights", "read_weights"]
 
 #: The run's metadata (config, versions, device, CPU instruction set, git commit, wall time, ``finished``).
 META = "meta.json"
@@ -45,8 +54,12 @@ HISTORY = "history.json"
 LOGITS = "logits.npz"
 #: Everything an exact resume needs, after the last finished epoch.
 CHECKPOINT = "checkpoint.pt"
+#: The final network's parameters and buffers, written only when asked (``calib train --weights float16``).
+WEIGHTS = "weights.npz"
+#: The float types :func:`write_weights` may store a network's floating-point tensors in.
+WEIGHT_DTYPES = ("float16", "float32")
 #: The files of a run, in the order a run writes them.
-RUN_FILES = (META, HISTORY, CHECKPOINT, LOGITS)
+RUN_FILES = (META, HISTORY, CHECKPOINT, LOGITS, WEIGHTS)
 #: Files of a run directory that may be deleted once the run has finished (``discard``).
 DISCARDABLE = (CHECKPOINT, LOGITS)
 #: The arrays of ``logits.npz``.
@@ -223,17 +236,40 @@ def read_logits(path, check_only: bool = False, splits: tuple = ("val", "test"))
     return arrays
 
 
+def _numpy_array_globals() -> list:
+    """What unpickling a numpy array of numbers needs (numpy's ``_reconstruct``, ``ndarray``, ``dtype`` and the
+    classes of the numeric dtypes): the random state of a checkpoint written before calib stored it as a tensor
+    (:meth:`RunFolder.write_checkpoint`)."""
+    numeric = {type(np.dtype(code)) for code in "?bBhHiIlLqQefdg"}
+    return [np.zeros(1).__reduce__()[0], np.ndarray, np.dtype, *sorted(numeric, key=lambda c: c.__name__)]
+
+
 def read_checkpoint(path, device, fix: str = "start the run over with --restart (restart=True), or restore the "
                                              "file") -> dict:
-    """``checkpoint.pt`` as :meth:`calib.train.Trainer.save_checkpoint` wrote it, or :class:`CorruptRunError`
-    naming the file."""
+    """``checkpoint.pt`` as :meth:`RunFolder.write_checkpoint` wrote it, or :class:`CorruptRunError` naming the file.
+
+    It is loaded with ``torch.load(weights_only=True)``, torch's restricted unpickler, which builds tensors, dicts,
+    lists, tuples, numbers and strings (and the ``Counter`` of a scheduler's milestones) and calls nothing else: a
+    file planted in a run folder cannot run code when a resume, ``--restart`` or :func:`run_owner` reads it for its
+    config. Numpy's plain arrays are allowed as well (:func:`_numpy_array_globals`), for the random state of a
+    checkpoint written before calib stored it as a tensor.
+    """
     import torch
 
     path = Path(path)
     try:
-        state = torch.load(path, map_location=device, weights_only=False)
+        with torch.serialization.safe_globals(_numpy_array_globals()):
+            state = torch.load(path, map_location=device, weights_only=True)
     except Exception as exc:  # torch.load raises UnpicklingError, EOFError, RuntimeError, ... on a damaged file
-        raise CorruptRunError(f"{path} is corrupted or truncated ({type(exc).__name__}: {str(exc)[:120]}); it cannot "
+        text = str(exc)
+        unsafe = re.search(r"Unsupported global: GLOBAL (\S+)", text)
+        if unsafe:
+            raise CorruptRunError(f"{path} holds a Python object ({unsafe.group(1)}) that no calib checkpoint holds, "
+                                  f"and calib loads checkpoints with torch.load(weights_only=True), which never runs "
+                                  f"such code; it was not written by calib train. {fix[0].upper()}{fix[1:]}.") from None
+        reason = re.search(r"WeightsUnpickler error:\s*(.+)", text)
+        why = reason.group(1).strip() if reason else text
+        raise CorruptRunError(f"{path} is corrupted or truncated ({type(exc).__name__}: {why[:120]}); it cannot "
                               f"be resumed. {fix[0].upper()}{fix[1:]}.") from None
     if not isinstance(state, dict) or not {"config", "epoch", "model", "optimizer"} <= set(state):
         raise CorruptRunError(f"{path} is not a calib checkpoint; {fix}.")
@@ -276,6 +312,11 @@ def write_atomic(path, write) -> None:
     """Write a file through a temporary of this writer's own in the same folder and ``os.replace``: a crash
     leaves the old file, and concurrent writers never touch each other's temporaries.
 
+    Durable: the temporary is flushed to the device (``os.fsync``) before it replaces the file, and the folder
+    after it (its new entry), so that a power cut or a kernel crash leaves the old file or the new one whole: without
+    the first, ext4 and XFS may commit the rename before the data, leaving an empty or truncated file under the
+    name; without the second, the rename itself may be lost.
+
     A full device raises :class:`DiskFullError` naming the directory (the temporary is removed and the previous
     file is untouched); torch reports it as a RuntimeError from its zip writer, numpy and json as OSError. A
     directory that cannot be written raises :class:`ReadOnlyRunError` naming the directory (not the temporary);
@@ -285,6 +326,7 @@ def write_atomic(path, write) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
         write(tmp)
+        _fsync_file(tmp)
         os.replace(tmp, path)
     except BaseException as exc:                       # also Ctrl-C: no temporary is left behind
         try:
@@ -309,6 +351,32 @@ def write_atomic(path, write) -> None:
                                 f"the files of the last complete epoch are intact. Free some space and continue with "
                                 f"--resume.") from None
         raise
+    _fsync_directory(path.parent)
+
+
+def _fsync_file(path: Path) -> None:
+    """Flush the file ``path``'s data to its device."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_directory(folder: Path) -> None:
+    """Flush the folder's entries (a rename into it) to its device, where the system can: not on Windows, whose
+    folders cannot be opened, nor on a file system that cannot flush a folder (EINVAL; some network ones)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EBADF):
+            raise
+    finally:
+        os.close(fd)
 
 
 def write_json(path, obj) -> None:
@@ -323,6 +391,64 @@ def write_logits(path, arrays: dict) -> None:
             np.savez_compressed(fh, **{k: arrays[k] for k in LOGIT_KEYS})
 
     write_atomic(path, write)
+
+
+def write_weights(path, state: dict, dtype: str = "float16") -> None:
+    """Write a network's ``state_dict`` as a compressed ``.npz`` of plain arrays through :func:`write_atomic`, its
+    floating-point tensors in ``dtype`` (one of :data:`WEIGHT_DTYPES`) and the others (a batch-norm counter) as
+    they are. float16 halves the file of float32 (an MLP 256-256 on 784 inputs: 0.5 MB for 269,322 parameters)
+    and rounds each weight to 11 significant bits; a weight beyond float16's range (65,504) raises ValueError
+    naming it, never an infinity in the file. Read it back with :func:`read_weights`.
+    """
+    if dtype not in WEIGHT_DTYPES:
+        raise ValueError(f"dtype={dtype!r} is not a weight type; choose one of {', '.join(WEIGHT_DTYPES)}.")
+    if not isinstance(state, dict) or not state:
+        raise ValueError("state must be a network's non-empty state_dict (name -> tensor or array).")
+    arrays = {}
+    for name, value in state.items():
+        if not isinstance(name, str) or not name or name.startswith("_") or "/" in name:
+            raise ValueError(f"state has the key {name!r}; a state_dict's names are non-empty strings without '/' "
+                             f"that do not start with '_'.")
+        array = np.asarray(value.detach().cpu().numpy() if hasattr(value, "detach") else value)
+        if array.dtype.kind == "f":
+            if not np.all(np.isfinite(array)):
+                raise ValueError(f"state[{name!r}] holds non-finite values; a diverged network has no weights to "
+                                 f"store.")
+            with np.errstate(over="ignore"):
+                cast = array.astype(dtype)
+            if not np.all(np.isfinite(cast)):
+                raise ValueError(f"state[{name!r}] holds values beyond {dtype}'s range (largest |w| = "
+                                 f"{np.abs(array).max():.4g}); store the weights as float32.")
+            array = cast
+        elif array.dtype.kind not in "iub":
+            raise ValueError(f"state[{name!r}] is of dtype {array.dtype}, not a number; a state_dict holds tensors.")
+        arrays[name] = array
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as fh:
+            np.savez_compressed(fh, **arrays)
+
+    write_atomic(path, write)
+
+
+def read_weights(path) -> dict:
+    """The arrays of a ``weights.npz`` (:func:`write_weights`), name -> numpy array in the stored dtype, read
+    without pickles (``allow_pickle=False``); a damaged or foreign file raises :class:`CorruptRunError` naming it.
+    ``torch.nn.Module.load_state_dict({k: torch.from_numpy(v.astype(np.float32)) ...})`` loads them back."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist: the run was trained without --weights (a grid's "
+                                f"weights = \"float16\" keeps them); retrain it with them to read its network.")
+    fix = (f"the network is lost; retrain it (calib train --from-meta {path.parent / META} --out DIR --weights "
+           f"float16)")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, AttributeError) as exc:
+        raise CorruptRunError(f"{path} is damaged ({type(exc).__name__}: {str(exc)[:80]}); {fix}.") from None
+    if not arrays or any(a.dtype.kind not in "fiub" for a in arrays.values()):
+        raise CorruptRunError(f"{path} holds no arrays of numbers, so it is not a weights file calib wrote; {fix}.")
+    return arrays
 
 
 def remove_temporaries(out) -> None:
@@ -412,6 +538,237 @@ class RunLock:
 
     def __exit__(self, *exc) -> None:
         self.release(remove=True)                  # also after an error: no lock file is left in the directory
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the run directory of one run, as its writer sees it (calib.train.Trainer trains; this owns the folder)
+# ----------------------------------------------------------------------------------------------------------
+
+def check_world_size(meta: dict, world_size: int, what: str, command: str, otherwise: str = "") -> None:
+    """Refuse to train a run on another number of processes than its ``meta.json`` records (``world_size``, 1 when
+    absent: calib recorded none before it trained across processes): the world size is part of a run's identity,
+    as its CPU instruction set is. ``what`` begins the message (e.g. "RUN/meta.json records"), ``command`` is the
+    ``calib train ...`` command that does it when launched with the recorded number of processes, ``otherwise``
+    another way out. Raises :class:`RunConfigError` (a ValueError), or CorruptRunError when the recorded number is
+    not an integer >= 1."""
+    recorded = meta.get("world_size", 1)
+    if isinstance(recorded, bool) or not isinstance(recorded, int) or recorded < 1:
+        raise CorruptRunError(f"{what} world_size={recorded!r}, which is not a number of processes (an integer "
+                              f">= 1); the file is damaged or was not written by calib train. Restore it.")
+    if recorded == world_size:
+        return
+
+    def processes(n: int) -> str:
+        return "one process" if n == 1 else f"{n} processes (torchrun --nproc_per_node {n})"
+
+    launch = f"torchrun --standalone --nproc_per_node {recorded} -m {command}" if recorded > 1 else command
+    raise RunConfigError(
+        f"{what} a run trained by {processes(recorded)}, and this launch has {processes(world_size)}: the number "
+        f"of processes is part of a run's identity (the gradient is summed in another order, and training "
+        f"amplifies the difference into other logits). Launch it with {recorded} "
+        f"process{'es' if recorded > 1 else ''}: {launch}{otherwise}.")
+
+
+class RunFolder:
+    """The run directory of one training run, as the process that writes it sees it: made, locked, checked
+    against the run's configuration (new, to resume, or done), cleared for a restart, and written file by file
+    through :func:`write_atomic`. :class:`calib.train.Trainer` trains; this class owns the folder.
+
+    Parameters
+    ----------
+    out : path
+        The run directory.
+    identity : dict
+        The run's configuration as ``meta.json`` records it (``TrainConfig.identity()``): a folder that holds
+        another is refused, and ``restart`` deletes only a run of this one.
+    world_size : int
+        The processes of the launch (``torchrun``); a run is resumed only by as many as it began with.
+    """
+
+    def __init__(self, out, identity: dict, world_size: int = 1):
+        self.out = Path(out)
+        self.identity = identity
+        self.world_size = int(world_size)
+        self.lock: RunLock | None = None            # held between acquire() and release()
+
+    # ------------------------------------------------------------------------------- the folder and its lock
+    def make(self) -> None:
+        """Create the folder (and its parents), or raise a ValueError naming what is in the way."""
+        if (self.out / META).is_file():
+            return                                      # an existing run (maybe read-only, e.g. a stored one)
+        try:
+            self.out.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            if self.out.is_symlink() and not self.out.exists():
+                raise ValueError(f"out {self.out} is a dangling symlink (to {os.readlink(self.out)}, which does not "
+                                 f"exist); remove the link, or point it at a folder.") from None
+            raise ValueError(f"out {self.out} is a file, not a directory; choose another --out.") from None
+        except NotADirectoryError:
+            raise ValueError(f"out {self.out} lies under a file; choose another --out.") from None
+        except PermissionError:
+            raise ReadOnlyRunError(f"out {self.out} cannot be created (permission denied); choose a writable "
+                                   f"--out.") from None
+        if not self.out.is_dir():
+            raise ValueError(f"out {self.out} is not a directory; choose another --out.")
+
+    def acquire(self) -> None:
+        """Make the folder and take its :class:`RunLock` (:class:`RunLockedError` when another process holds it)."""
+        self.make()
+        self.lock = RunLock(self.out).__enter__()
+
+    def release(self) -> None:
+        """Release the lock and remove its file (nothing when none is held)."""
+        if self.lock is not None:
+            self.lock.release(remove=True)
+            self.lock = None
+
+    def check_in_place(self) -> None:
+        """:class:`RunFolderMovedError` when the locked folder was moved, renamed or deleted
+        (:meth:`RunLock.check_in_place`)."""
+        if self.lock is not None:
+            self.lock.check_in_place()
+
+    # --------------------------------------------------------------------------- what the folder holds
+    def prepare(self, resume: bool, restart: bool, device_type: str) -> str:
+        """Under the lock: remove a killed run's temporaries, clear for ``restart``, and return ``"new"``,
+        ``"resume"`` or ``"done"`` (:meth:`check`), refusing a directory that cannot be written."""
+        remove_temporaries(self.out)                   # temporaries of a killed run
+        if restart:
+            self.clear_for_restart()
+        state = self.check(resume, device_type)
+        if state != "done" and not os.access(self.out, os.W_OK):
+            raise ReadOnlyRunError(f"out {self.out} is not writable; choose a writable --out, or make the "
+                                   f"directory writable.")
+        return state
+
+    def check(self, resume: bool, device_type: str) -> str:
+        """``"new"``, ``"resume"`` or ``"done"`` for the run directory; RunConfigError when it holds a
+        different run (or an unfinished one and ``resume`` is off, or one begun under another CPU instruction
+        set, on a run trained on ``device_type`` ``"cpu"``, or by another number of processes); CorruptRunError
+        when a file it needs is damaged."""
+        meta_path, ckpt = self.out / META, self.out / CHECKPOINT
+        if not meta_path.is_file() and not ckpt.is_file():
+            return "new"
+        meta = {}
+        if meta_path.is_file():
+            try:
+                meta = read_json_object(meta_path)
+            except CorruptRunError:
+                read_json_object(meta_path, fix=self.restart_advice())     # the same error, safe advice
+            if not isinstance(meta.get("config"), dict) or "versions" not in meta:
+                raise RunConfigError(f"{meta_path} was not written by calib train (it has no config and versions); "
+                                     f"refusing to touch {self.out}. Choose another --out.")
+        old = meta.get("config") or read_checkpoint(ckpt, "cpu", fix=self.restart_advice())["config"]
+        diff = {k: (old.get(k), v) for k, v in self.identity.items() if old.get(k) != v}
+        if diff:
+            what = "; ".join(f"{k}: {a!r} there, {b!r} here" for k, (a, b) in diff.items())
+            raise RunConfigError(f"{self.out} holds a run of another configuration ({what}); refusing to "
+                                 f"{'resume' if resume else 'overwrite'} it. Choose another --out or delete that "
+                                 f"directory.")
+        if meta.get("finished"):
+            if (self.out / LOGITS).is_file():
+                read_logits(self.out / LOGITS)          # a finished run is done only with whole logits
+            return "done"
+        if not resume:
+            raise RunConfigError(f"{self.out} holds an unfinished run of this configuration; pass --resume "
+                                 f"(resume=True) to continue it, or delete the directory to start over.")
+        if not ckpt.is_file():
+            return "new"
+        self.check_cpu_kernels(meta, device_type)
+        check_world_size(meta, self.world_size, f"{self.out} holds",
+                         f"calib train --from-meta {self.out / META} --out {self.out} --resume",
+                         ", or start it over with --restart")
+        return "resume"
+
+    def restart_advice(self) -> str:
+        """What a damaged file's message advises: ``--restart`` only where it cannot delete another run."""
+        owner, why = run_owner(self.out, self.identity)
+        if owner in ("same", "none"):
+            return "restore it, or start the run over with --restart (restart=True)"
+        return (f"restore it, or choose another --out ({why}, and --restart deletes only a run of this "
+                f"configuration)")
+
+    def clear_for_restart(self) -> None:
+        """``restart``: remove the run's files when they are a run of this configuration written by calib (its
+        readable ``meta.json`` or, that one damaged, its checkpoint says so) or a lone damaged ``meta.json``;
+        refuse otherwise, deleting nothing (:func:`run_owner`)."""
+        owner, why = run_owner(self.out, self.identity)
+        if owner not in ("same", "none"):
+            raise RunConfigError(f"{why}; --restart only starts over a run of this configuration written by calib "
+                                 f"train, and deletes nothing else. Choose another --out, or move that directory "
+                                 f"away yourself.")
+        for name in RUN_FILES:
+            (self.out / name).unlink(missing_ok=True)
+
+    def check_cpu_kernels(self, meta: dict, device_type: str) -> None:
+        """Refuse to resume on the CPU under another instruction set than the run began with (float32 SGD does not
+        continue bit for bit across AVX2 and AVX-512 kernels: the logits of chapter 10's grid differ by a
+        logit and more), naming both settings; nothing for a run on ``device_type`` other than ``"cpu"``."""
+        from calib._reproducible import cpu_kernel_setting, kernel_fingerprint
+
+        if device_type != "cpu" or not str(meta.get("device", "cpu")).startswith("cpu"):
+            return
+        now = cpu_kernel_setting()
+        then = {"capability": meta.get("cpu_capability", now["capability"]),
+                "variables": meta.get("cpu_kernels", now["variables"])}
+        if then != now:
+            def text(setting):
+                set_vars = ", ".join(f"{k}={v}" for k, v in setting["variables"].items() if v is not None)
+                return set_vars or "no variable set"
+
+            if then["capability"] == now["capability"]:    # one instruction set for torch, other variables
+                what = (f"this process runs {now['capability']} too but under other variables ({text(now)}), which "
+                        f"also choose MKL's and oneDNN's kernels; a resume is refused unless they match, since float32 "
+                        f"training continues bit for bit only under the setting it began with")
+            else:
+                what = (f"this process runs {now['capability']} ({text(now)}); float32 training does not continue "
+                        f"bit for bit across instruction sets, so a run resumed here would match neither")
+            raise RunConfigError(f"{self.out} was begun with torch's CPU kernels on {then['capability']} "
+                                 f"({text(then)}), and {what}. Resume it under the variables it began with, or start "
+                                 f"it over with --restart.")
+        recorded = (meta.get("cpu_fingerprint") or {}).get("torch")
+        here = kernel_fingerprint()
+        if recorded and meta["cpu_fingerprint"].get("version") == here["version"] and recorded != here["torch"]:
+            raise RunConfigError(f"{self.out} was begun on a CPU whose float32 kernels compute otherwise than this "
+                                 f"one's under the same setting (kernel fingerprint {recorded} then, {here['torch']} "
+                                 f"here: MKL also picks its kernels by the CPU's vendor, calib._reproducible), so a run "
+                                 f"resumed here would continue neither run bit for bit. Resume it on a machine like "
+                                 f"the one it began on ({meta.get('device_name')}), or start it over with --restart.")
+
+    # ------------------------------------------------------------------------------------------- writing
+    def write_meta(self, meta: dict) -> None:
+        """Write ``meta.json``."""
+        write_json(self.out / META, meta)
+
+    def write_history(self, history: dict) -> None:
+        """Write ``history.json``."""
+        write_json(self.out / HISTORY, history)
+
+    def write_checkpoint(self, state: dict) -> None:
+        """Write ``checkpoint.pt`` (``torch.save`` of ``state``: tensors, dicts, lists, numbers and strings, which
+        :func:`read_checkpoint` loads with ``weights_only=True``)."""
+        import torch
+
+        write_atomic(self.out / CHECKPOINT, lambda p: torch.save(state, p))
+
+    def read_checkpoint(self, device) -> dict:
+        """``checkpoint.pt``, its tensors on ``device`` (:func:`read_checkpoint`)."""
+        return read_checkpoint(self.out / CHECKPOINT, device)
+
+    def write_logits(self, arrays: dict) -> None:
+        """Write ``logits.npz`` (:func:`write_logits`)."""
+        write_logits(self.out / LOGITS, arrays)
+
+    def write_weights(self, state: dict, dtype: str) -> None:
+        """Write ``weights.npz`` (:func:`write_weights`)."""
+        write_weights(self.out / WEIGHTS, state, dtype)
+
+    def discard(self, names) -> None:
+        """Delete the files ``names`` of :data:`DISCARDABLE` (a finished run's checkpoint or logits)."""
+        for name in names:
+            if name not in DISCARDABLE:
+                raise ValueError(f"discard={name!r}: only {', '.join(DISCARDABLE)} may be deleted from a run.")
+            (self.out / name).unlink(missing_ok=True)
 
 
 # ----------------------------------------------------------------------------------------------------------

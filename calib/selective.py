@@ -28,12 +28,14 @@ from scipy.special import lambertw, log_expit
 
 from calib._validate import (
     as_float_array,
+    as_labels,
     as_probs_labels_top,
     as_scores,
     check_choice,
     check_int,
     check_length,
     check_positive,
+    to_numpy,
 )
 from calib.focal.numerics import check_gamma
 from calib.published import ZHOU2025_METHODS, ZHOU2025_ROWS, zhou2025_tables
@@ -87,8 +89,7 @@ def sup_binned_ece(probs, labels, predictions=None) -> float:
     """
     p, y, pred, conf = as_probs_labels_top(probs, labels)
     if predictions is not None:
-        pred = np.asarray(predictions)
-        check_length(pred, p.shape[0], "predictions")
+        pred = as_labels(predictions, "predictions", n=p.shape[0], n_classes=p.shape[1])
     return float(np.mean(np.abs((pred == y) - conf)))
 
 
@@ -165,7 +166,7 @@ def ece_abstain_map(probs, accept):
         The original argmax, to pass to :func:`sup_binned_ece`.
     """
     p = as_scores(probs, "probs", kind="probs")
-    acc = np.asarray(accept, dtype=bool)
+    acc = np.asarray(to_numpy(accept, "accept"), dtype=bool)
     check_length(acc, p.shape[0], "accept")
     n, k = p.shape
     pred = p.argmax(axis=1)
@@ -188,7 +189,7 @@ def cwece_abstain_map(probs, accept):
     ndarray, shape (N, K)
     """
     p = as_scores(probs, "probs", kind="probs")
-    acc = np.asarray(accept, dtype=bool)
+    acc = np.asarray(to_numpy(accept, "accept"), dtype=bool)
     check_length(acc, p.shape[0], "accept")
     n, k = p.shape
     rows = np.arange(n)
@@ -263,7 +264,7 @@ def calibration_hierarchy(weights, probs, posterior, rho: float) -> Hierarchy:
     if not 1 <= rho <= 2:
         raise ValueError(f"rho must be in [1, 2] (Prop. 4.5); got {rho}.")
     e = population_errors(weights, probs, posterior, rho=rho)
-    k = np.asarray(probs).shape[1]
+    k = np.shape(probs)[1]              # not np.asarray: a tensor that requires grad, or on a GPU, has no __array__
     return Hierarchy(rho=rho, k=k, ce=e.ce, ece=e.ece, cwece=e.cwece, brier=e.brier,
                      upper=k ** (1 / rho - 0.5) * math.sqrt(e.brier), lower_printed=k * e.cwece,
                      lower_corrected=k ** (1 / rho) * e.cwece)
@@ -285,8 +286,8 @@ def beta_population(u, kappa, normalize: bool = True):
     ``normalize=True`` gives this value of Eq. 11; ``normalize=False`` gives Eq. 12 as printed, which drops
     the :math:`1/\kappa` (the proof integrates against the unconditional P). Vectorised in u and kappa.
     """
-    u = np.asarray(u, dtype=np.float64)
-    kappa = np.asarray(kappa, dtype=np.float64)
+    u = as_float_array(u, "u")
+    kappa = as_float_array(kappa, "kappa")
     if np.any((u < 0) | (u > 1)) or np.any((kappa <= 0) | (kappa > 1)):
         raise ValueError("u must lie in [0, 1] and kappa in (0, 1].")
     with np.errstate(divide="ignore"):
@@ -323,7 +324,7 @@ def smoothed_cdf(scores, at=None, n_bins: int = 15, nu: float = 0.1, edges=(0.0,
     s = as_float_array(scores, "scores", ndim=1)
     n_bins = check_int(n_bins, "n_bins")
     nu = check_positive(nu, "nu")
-    e = np.asarray(edges, dtype=np.float64).ravel()
+    e = as_float_array(edges, "edges").ravel()
     if e.size == 2:
         e = np.linspace(e[0], e[1], n_bins + 1)
     if e.size < 2 or np.any(np.diff(e) <= 0):
@@ -359,8 +360,8 @@ def inverse_focal_dp(p, gamma):
     (:func:`inverse_focal_dp_printed`). The logit gradient :math:`\partial\ell/\partial z_y = p(1-p)\,
     \partial\ell/\partial p` has the same sign. Vectorised in p and gamma.
     """
-    p = np.asarray(p, dtype=np.float64)
-    gamma = np.asarray(gamma, dtype=np.float64)
+    p = as_float_array(p, "p")
+    gamma = as_float_array(gamma, "gamma")
     return -((1 + p) ** (gamma - 1)) / p * (1 + p + gamma * p * np.log(p))
 
 
@@ -368,8 +369,8 @@ def inverse_focal_dp_printed(p, gamma):
     r"""App. C.2's printed derivative :math:`\gamma(1+p)^{\gamma-1}\log p - (1+p)^\gamma/p` (wrong sign in
     the first term; negative for every p and gamma, so it could never show the positive region the paper
     describes next)."""
-    p = np.asarray(p, dtype=np.float64)
-    gamma = np.asarray(gamma, dtype=np.float64)
+    p = as_float_array(p, "p")
+    gamma = as_float_array(gamma, "gamma")
     return gamma * (1 + p) ** (gamma - 1) * np.log(p) - (1 + p) ** gamma / p
 
 
@@ -535,8 +536,8 @@ def properness_toy(n: int = 2000, steps: int = 4000, lr: float = 0.5, kappa: flo
     bayes = side  # column of the Bayes class: eta = (q, 1 - q) when side == 0
     p_bayes = p[np.arange(n), bayes]
     conf = p.max(axis=1)
-    return PropernessToy(q=q, bayes_prob=p_bayes, confidence=conf, start_low=start_low, end_low=float(np.mean(conf < low_threshold)),
-                         mean_abs_gap=float(np.mean(np.abs(p_bayes - q))),
+    return PropernessToy(q=q, bayes_prob=p_bayes, confidence=conf, start_low=start_low,
+                         end_low=float(np.mean(conf < low_threshold)), mean_abs_gap=float(np.mean(np.abs(p_bayes - q))),
                          flipped=float(np.mean(p.argmax(axis=1) != bayes)), low_threshold=low_threshold)
 
 

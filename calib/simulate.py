@@ -161,12 +161,11 @@ def dirichlet_logits(alpha: float, n_classes: int, n: int, rng: np.random.Genera
     return np.log(rng.gamma(alpha + 1, size=(n, k))) + np.log1p(-rng.uniform(size=(n, k))) / alpha
 
 
-def _bins_of(probs, n_bins: int, binning: str):
-    """The top-label bins of :func:`calib.metrics.ece <calib.metrics.binned.ece>` (bin of each sample and its confidence)."""
+def _bins_of(probs, n_bins: int, binning: str) -> tuple[np.ndarray, np.ndarray]:
+    """The top-label confidence of each sample and its bin, the bins of :func:`calib.metrics.ece
+    <calib.metrics.binned.ece>` (:func:`calib.metrics.top_label_bins <calib.metrics.binned.top_label_bins>`)."""
     _, _, _, conf = as_probs_labels_top(probs, np.zeros(np.shape(probs)[0], dtype=np.int64))
-    # The outcome only orders tied confidences inside equal-mass bins; with it all False the cuts are those
-    # of metrics.ece for any outcome when the confidences are distinct (continuous models).
-    return metrics._bin_top_label(conf, np.zeros(conf.shape[0], dtype=bool), n_bins, binning)
+    return conf, metrics.top_label_bins(conf, n_bins, binning)
 
 
 @dataclass(frozen=True)
@@ -207,8 +206,8 @@ def calibrated_ece_bias(probs, n_bins: int = 15, binning: str = "uniform") -> Ca
     probs : array_like, shape (N, K)
     n_bins : int, default 15
     binning : {"uniform", "quantile"}, default "uniform"
-        As for :func:`calib.metrics.ece <calib.metrics.binned.ece>` (the equal-mass cuts are those of ``metrics.ece`` when the
-        confidences are distinct).
+        As for :func:`calib.metrics.ece <calib.metrics.binned.ece>` (the same bins,
+        :func:`calib.metrics.top_label_bins <calib.metrics.binned.top_label_bins>`).
 
     Returns
     -------
@@ -216,18 +215,20 @@ def calibrated_ece_bias(probs, n_bins: int = 15, binning: str = "uniform") -> Ca
     """
     n_bins = check_int(n_bins, "n_bins")
     check_choice(binning, "binning", metrics.BINNINGS)
-    b = _bins_of(probs, n_bins, binning)
-    n = b.member_x.shape[0]
-    v = np.bincount(b.member_bin, weights=b.member_x * (1.0 - b.member_x), minlength=n_bins)  # sum c(1-c)
-    full = b.counts > 0
-    l2_squared = float(np.sum(v[full] / b.counts[full]) / n)
+    conf, bins = _bins_of(probs, n_bins, binning)
+    n = conf.shape[0]
+    v = np.bincount(bins, weights=conf * (1.0 - conf), minlength=n_bins)  # sum c(1-c)
+    counts = np.bincount(bins, minlength=n_bins)
+    full = counts > 0
+    l2_squared = float(np.sum(v[full] / counts[full]) / n)
     l1_normal = float(np.sqrt(2 / np.pi) * np.sum(np.sqrt(v[full])) / n)  # sqrt(n_b * vbar_b) = sqrt(sum v)
     return CalibratedBias(l2_squared=l2_squared, l1_normal=l1_normal, n_nonempty=int(full.sum()))
 
 
 def expected_ece_exact(probs, n_bins: int = 15, binning: str = "uniform", norm: str = "l1",
                        estimator: str = "bin", p_correct=None, max_samples: int = 16) -> float:
-    """Exact expectation of :func:`calib.metrics.ece <calib.metrics.binned.ece>` over every correct/incorrect outcome of a small sample.
+    """Exact expectation of :func:`calib.metrics.ece <calib.metrics.binned.ece>` over every correct/incorrect outcome
+    of a small sample.
 
     Sample i is correct with probability ``p_correct[i]`` (default: its confidence, i.e. a top-label
     calibrated model), independently. All :math:`2^N` outcomes are enumerated, so N is limited by
@@ -346,12 +347,12 @@ def ece_sampling_table(sizes, n_bins, rng: np.random.Generator, n_reps: int = 10
 def nudge_edge_confidences(probs, n_bins: int, delta: float = 1e-9) -> np.ndarray:
     """Move every top-label confidence that sits exactly on an interior equal-width edge ``i / n_bins`` up by ``delta``.
 
-    :func:`calib.metrics.ece <calib.metrics.binned.ece>` uses right-closed bins ``(lo, hi]``; torchmetrics and netcal use left-closed
-    ``[lo, hi)`` bins. On the nudged probabilities calib's bins group the samples exactly as left-closed bins
-    group the original ones (for ``delta`` smaller than the gap to the next confidence value), while every
-    confidence moves by at most ``delta``: a way to check that a disagreement is the edge convention and
-    nothing else. ``delta`` is taken from the largest other class of the row, so the rows still sum to 1 and
-    the argmax is unchanged. Confidences of exactly 0 or 1 are left alone (they sit on the outer edges).
+    :func:`calib.metrics.ece <calib.metrics.binned.ece>` uses right-closed bins ``(lo, hi]``; torchmetrics and netcal
+    use left-closed ``[lo, hi)`` bins. On the nudged probabilities calib's bins group the samples exactly as left-closed
+    bins group the original ones (for ``delta`` smaller than the gap to the next confidence value), while every
+    confidence moves by at most ``delta``: a way to check that a disagreement is the edge convention and nothing else.
+    ``delta`` is taken from the largest other class of the row, so the rows still sum to 1 and the argmax is unchanged.
+    Confidences of exactly 0 or 1 are left alone (they sit on the outer edges).
 
     Parameters
     ----------
@@ -376,7 +377,8 @@ def nudge_edge_confidences(probs, n_bins: int, delta: float = 1e-9) -> np.ndarra
     second[rows, top] = -np.inf
     other = second.argmax(axis=1)
     if np.any(p[rows[on_edge], other[on_edge]] < delta):
-        raise ValueError("delta is larger than the second-largest probability of a row on an edge; pass a smaller delta.")
+        raise ValueError("delta is larger than the second-largest probability of a row on an edge; pass a smaller "
+                         "delta.")
     p[rows[on_edge], top[on_edge]] += delta
     p[rows[on_edge], other[on_edge]] -= delta
     return p
@@ -419,8 +421,9 @@ def population_errors(weights, probs, posterior, rho: float = 1.0) -> Population
       (Zhou et al. 2025, Def. 3.5);
     - top-label ECE :math:`\\mathbb E |\\mathbb P(\\hat y = y \\mid c) - c|`, grouping by the confidence c
       (Mukhoti et al. 2020, Sec. 2);
-    - :math:`\\mathrm{cwECE}_\\rho = (\\frac1k \\sum_c \\mathbb E |f_c(x) - \\mathbb P(y = c \\mid f_c(x))|^\\rho)^{1/\\rho}`,
-      grouping by the single probability :math:`f_c` (Zhou et al. 2025, Def. 3.7);
+    - :math:`\\mathrm{cwECE}_\\rho
+      = (\\frac1k \\sum_c \\mathbb E |f_c(x) - \\mathbb P(y = c \\mid f_c(x))|^\\rho)^{1/\\rho}`, grouping by the
+      single probability :math:`f_c` (Zhou et al. 2025, Def. 3.7);
     - Brier score :math:`\\mathbb E \\|f(x) - y\\|_2^2 = \\mathbb E[\\|f - \\eta\\|^2 + \\sum_c \\eta_c(1 - \\eta_c)]`.
 
     Parameters

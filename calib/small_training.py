@@ -4,7 +4,8 @@ diagnostics is :mod:`calib.train`.
 
 - :func:`logistic_gradient_descent`: full-batch gradient descent on bias-free logistic regression with
   cross-entropy or focal loss, vectorised over several problems at once.
-- :func:`train_classifier`: a minimal loop (full-batch or mini-batch, Adam or SGD) returning the loss history.
+- :func:`train_classifier`: a minimal loop (full-batch or mini-batch, Adam or SGD, an optional step schedule of
+  the learning rate) returning the loss history.
 - :func:`resolve_device`: ``"auto"`` to the first CUDA GPU or the CPU (the device rule of every training).
 """
 
@@ -121,7 +122,7 @@ def _as_tensor(a, name: str, dtype: torch.dtype, device: torch.device) -> torch.
 
 def train_classifier(model: torch.nn.Module, x, y, loss, epochs: int, lr: float, batch_size: int | None = None,
                      seed: int = 0, device: str = "cpu", progress: bool = True, optimizer: str = "adam",
-                     momentum: float = 0.9, weight_decay: float = 0.0):
+                     momentum: float = 0.9, weight_decay: float = 0.0, milestones=(), lr_decay: float = 0.1):
     """Fit ``model`` to (x, y) by minimising ``loss`` for a number of epochs.
 
     Parameters
@@ -134,7 +135,8 @@ def train_classifier(model: torch.nn.Module, x, y, loss, epochs: int, lr: float,
         Integer class labels, shape (N,).
     loss : callable or str
         ``loss(logits, targets) -> scalar tensor`` (mean over the batch), or a name for
-        :func:`calib.losses.registry.get_loss`.
+        :func:`calib.losses.registry.get_loss`. A loss with a ``set_epoch(epoch, epochs)`` method (an
+        epoch-scheduled focal loss, FLSc) is told each epoch (1-based) before it starts, as :mod:`calib.train` does.
     epochs : int
         Passes over the data.
     lr : float
@@ -151,6 +153,11 @@ def train_classifier(model: torch.nn.Module, x, y, loss, epochs: int, lr: float,
         Adam (default betas) or SGD with ``momentum``.
     momentum, weight_decay : float
         Optimizer settings (momentum only for SGD).
+    milestones : sequence of int
+        The epochs after which the learning rate is multiplied by ``lr_decay`` (torch's ``MultiStepLR``; e.g.
+        :func:`calib.run_config.paper_milestones`); empty: a constant learning rate.
+    lr_decay : float
+        The factor of each drop.
 
     Returns
     -------
@@ -176,12 +183,18 @@ def train_classifier(model: torch.nn.Module, x, y, loss, epochs: int, lr: float,
     n = xt.shape[0]
     if batch_size is not None:
         batch_size = min(check_int(batch_size, "batch_size"), n)
+    if isinstance(milestones, (str, bytes)) or not hasattr(milestones, "__iter__"):
+        raise ValueError(f"milestones must be a sequence of epochs after which the learning rate drops, e.g. (2, 3); "
+                         f"got {milestones!r}.")
+    milestones = [check_int(m, "milestones") for m in milestones]
+    lr_decay = check_positive(lr_decay, "lr_decay")
     model.to(dev).train()
     params = [p for p in model.parameters() if p.requires_grad]
     if optimizer == "adam":
         opt = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
     else:
         opt = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    schedule = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=milestones, gamma=lr_decay) if milestones else None
     gen = torch.Generator(device="cpu").manual_seed(int(seed))
     history: list[float] = []
     epoch_iter = range(epochs)
@@ -189,7 +202,9 @@ def train_classifier(model: torch.nn.Module, x, y, loss, epochs: int, lr: float,
         from tqdm.auto import tqdm
 
         epoch_iter = tqdm(epoch_iter, desc="training", unit="epoch", leave=False)
-    for _ in epoch_iter:
+    for epoch in epoch_iter:
+        if hasattr(loss_fn, "set_epoch"):
+            loss_fn.set_epoch(epoch + 1, epochs)
         if batch_size is None:
             batches = [None]
         else:
@@ -207,6 +222,8 @@ def train_classifier(model: torch.nn.Module, x, y, loss, epochs: int, lr: float,
             opt.step()
             total += value.item() * yb.shape[0]
         history.append(total / n)
+        if schedule is not None:
+            schedule.step()
         if progress:
             epoch_iter.set_postfix(loss=f"{history[-1]:.4f}")
     model.eval()

@@ -233,7 +233,8 @@ def make_linear_toy(n_train: int = 4000, n_test: int = 1000, noise: float = 0.1,
     if margin is not None:
         margin = check_positive(margin, "margin", allow_zero=True)
         if margin >= s:
-            raise ValueError(f"margin must be smaller than half_side={s} (the centres' distance to the line); got {margin}.")
+            raise ValueError(f"margin must be smaller than half_side={s} (the centres' distance to the line); "
+                             f"got {margin}.")
     normal = centres[cluster_class == 1].mean(axis=0) - centres[cluster_class == 0].mean(axis=0)
     normal /= np.linalg.norm(normal)
     xs, ys = [], []

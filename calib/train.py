@@ -2,9 +2,10 @@
 
 :func:`train` (and ``calib train``) runs the recipe of Mukhoti et al. (2020), App. D by default (SGD, momentum
 0.9, weight decay 5e-4 (their code), batch 128, learning rate 0.1 divided by 10 at 150/350 and 250/350 of the
-run) and writes a run directory (:mod:`calib.runs` owns its format: ``meta.json``, ``history.json``,
-``logits.npz``, ``checkpoint.pt``, the lock and the atomic writes). :func:`calib.runs.load_run` reads a run
-back (the chapters read committed GPU runs from ``book/results``). The small in-memory trainings of the chapters
+run) and writes a run directory; :mod:`calib.runs` owns it (its format, ``meta.json``, ``history.json``,
+``logits.npz``, ``checkpoint.pt``, the lock, the atomic writes, and the checks of what a folder holds before a run
+writes it, :class:`calib.runs.RunFolder`), and :func:`calib.runs.load_run` reads a run back (the chapters read
+committed GPU runs from ``book/results``). The small in-memory trainings of the chapters
 (the linear toy's gradient descent, a minimal loop) are :mod:`calib.small_training`; their names stay
 importable from here.
 
@@ -53,7 +54,7 @@ from calib._validate import check_choice
 from calib.runs import (DISCARDABLE, CorruptRunError, DiskFullError, ReadOnlyRunError, Run,  # noqa: F401 (re-exported)
                         RunConfigError, RunLockedError, load_run)
 from calib.run_config import (AUGMENTATIONS, DEFAULT_AUGMENT, DIAGNOSTICS, MAX_SEED, TrainConfig,  # noqa: F401
-                               check_world_size, config_from_meta, paper_milestones)
+                               config_from_meta, paper_milestones)
 from calib.small_training import logistic_gradient_descent, resolve_device, train_classifier  # noqa: F401
 
 #: (TrainConfig, config_from_meta, paper_milestones and the constants of a config are :mod:`calib.run_config`'s,
@@ -91,6 +92,19 @@ def torch_flags(device_type: str):
     finally:
         torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])
         cudnn.benchmark, matmul.allow_tf32, cudnn.allow_tf32 = saved[2:]
+
+
+def _source_commit() -> dict:
+    """``git_commit`` and ``git_dirty`` of the code that trains: the checkout's (:func:`calib.runs.git_commit`), or,
+    where the code runs from a copy without ``.git`` (a GPU machine sent the working tree only), what the copy's
+    sender recorded in ``CALIB_GIT_COMMIT`` and ``CALIB_GIT_DIRTY`` (``1`` or ``0``; tests/benchmarks/gpu_grid.sh
+    sets them); None where neither says."""
+    commit, dirty = runs.git_commit(), runs.git_dirty()
+    if commit is None and os.environ.get("CALIB_GIT_COMMIT", "").strip():
+        commit = os.environ["CALIB_GIT_COMMIT"].strip()
+        flag = os.environ.get("CALIB_GIT_DIRTY", "").strip()
+        dirty = {"1": True, "0": False}.get(flag)
+    return {"git_commit": commit, "git_dirty": dirty}
 
 
 def _epoch_seed(seed: int, epoch: int) -> int:
@@ -143,6 +157,9 @@ class Trainer:
     dataset : calib.data.Dataset, optional
         Use this dataset instead of loading ``config.data`` (its name must match; the subsets of the config
         are still applied).
+    note : str, optional
+        A sentence recorded as ``note`` in ``meta.json`` (a grid's ``note``: e.g. that its schedule compresses the
+        papers'); it is no part of the run's identity.
 
     Notes
     -----
@@ -155,7 +172,10 @@ class Trainer:
     are computed in float32 (no autocast).
     """
 
-    def __init__(self, config: TrainConfig, out, progress: bool = True, dataset=None):
+    def __init__(self, config: TrainConfig, out, progress: bool = True, dataset=None, note: str | None = None):
+        if note is not None and (not isinstance(note, str) or not note.strip()):
+            raise ValueError(f"note must be a non-empty sentence or None; got {note!r}.")
+        self.note = note
         self.config = config.resolved()
         self.launch = distributed.launch()
         if out is None or not str(out).strip():
@@ -164,7 +184,8 @@ class Trainer:
         self.out = Path(out)
         self.progress = progress and self.launch.main
         self._dataset = dataset
-        self._lock = None                   # rank 0's RunLock while it runs (checks the folder was not moved)
+        # the folder: made, locked (by rank 0 while it runs), checked against this configuration, written
+        self.folder = runs.RunFolder(self.out, self.config.identity(), self.launch.world_size)
         self.found = None                   # what run() found under the lock: "new", "resume" or "done"
 
     # ------------------------------------------------------------------------------------------ set-up
@@ -225,14 +246,23 @@ class Trainer:
 
     # ----------------------------------------------------------------------------------- checkpointing
     def _rng_state(self) -> dict:
-        state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+        """The global random states, as tensors, numbers and strings (numpy's key as an int64 tensor), which
+        ``torch.load(weights_only=True)`` reads back."""
+        name, key, pos, has_gauss, cached_gaussian = np.random.get_state(legacy=True)
+        numpy_state = {"bit_generator": name, "key": torch.from_numpy(key.astype(np.int64)), "pos": int(pos),
+                       "has_gauss": int(has_gauss), "cached_gaussian": float(cached_gaussian)}
+        state = {"torch": torch.get_rng_state(), "numpy": numpy_state, "python": random.getstate()}
         if torch.cuda.is_available():
             state["cuda"] = torch.cuda.get_rng_state_all()
         return state
 
     def _set_rng_state(self, state: dict) -> None:
         torch.set_rng_state(state["torch"])
-        np.random.set_state(state["numpy"])
+        numpy_state = state["numpy"]
+        if isinstance(numpy_state, dict):
+            numpy_state = (numpy_state["bit_generator"], numpy_state["key"].cpu().numpy().astype(np.uint32),
+                           numpy_state["pos"], numpy_state["has_gauss"], numpy_state["cached_gaussian"])
+        np.random.set_state(numpy_state)              # a tuple: a checkpoint written before the dictionary
         random.setstate(state["python"])
         if "cuda" in state and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda"])
@@ -242,11 +272,11 @@ class Trainer:
         state = {"config": self.config.identity(), "epoch": self.epoch, "model": self.model.state_dict(),
                  "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
                  "history": self.history, "rng": self._rng_state(), "wall_time": self.wall_time}
-        runs.write_atomic(self.out / runs.CHECKPOINT, lambda p: torch.save(state, p))
+        self.folder.write_checkpoint(state)
 
     def load_checkpoint(self) -> None:
         """Restore the model, optimiser, scheduler, history and random states from ``checkpoint.pt``."""
-        state = runs.read_checkpoint(self.out / runs.CHECKPOINT, self.device)
+        state = self.folder.read_checkpoint(self.device)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
@@ -254,86 +284,6 @@ class Trainer:
         self.epoch = int(state["epoch"])
         self.wall_time = float(state.get("wall_time", 0.0))
         self._set_rng_state(state["rng"])
-
-    def _check_out(self, resume: bool) -> str:
-        """``"new"``, ``"resume"`` or ``"done"`` for the run directory; RunConfigError when it holds a
-        different run (or an unfinished one and ``resume`` is off, or one begun under another CPU instruction
-        set or by another number of processes); CorruptRunError when a file it needs is damaged."""
-        meta_path, ckpt = self.out / runs.META, self.out / runs.CHECKPOINT
-        if not meta_path.is_file() and not ckpt.is_file():
-            return "new"
-        meta = {}
-        if meta_path.is_file():
-            try:
-                meta = runs.read_json_object(meta_path)
-            except CorruptRunError:
-                runs.read_json_object(meta_path, fix=self._restart_advice())     # the same error, safe advice
-            if not isinstance(meta.get("config"), dict) or "versions" not in meta:
-                raise RunConfigError(f"{meta_path} was not written by calib train (it has no config and versions); "
-                                     f"refusing to touch {self.out}. Choose another --out.")
-        old = meta.get("config") or runs.read_checkpoint(ckpt, "cpu", fix=self._restart_advice())["config"]
-        new = self.config.identity()
-        diff = {k: (old.get(k), v) for k, v in new.items() if old.get(k) != v}
-        if diff:
-            what = "; ".join(f"{k}: {a!r} there, {b!r} here" for k, (a, b) in diff.items())
-            raise RunConfigError(f"{self.out} holds a run of another configuration ({what}); refusing to "
-                                 f"{'resume' if resume else 'overwrite'} it. Choose another --out or delete that "
-                                 f"directory.")
-        if meta.get("finished"):
-            if (self.out / runs.LOGITS).is_file():
-                runs.read_logits(self.out / runs.LOGITS)          # a finished run is done only with whole logits
-            return "done"
-        if not resume:
-            raise RunConfigError(f"{self.out} holds an unfinished run of this configuration; pass --resume "
-                                 f"(resume=True) to continue it, or delete the directory to start over.")
-        if not ckpt.is_file():
-            return "new"
-        self._check_cpu_kernels(meta)
-        check_world_size(meta, self.launch.world_size, f"{self.out} holds",
-                         f"calib train --from-meta {self.out / runs.META} --out {self.out} --resume",
-                         ", or start it over with --restart")
-        return "resume"
-
-    def _restart_advice(self) -> str:
-        """What a damaged file's message advises: ``--restart`` only where it cannot delete another run."""
-        owner, why = runs.run_owner(self.out, self.config.identity())
-        if owner in ("same", "none"):
-            return "restore it, or start the run over with --restart (restart=True)"
-        return (f"restore it, or choose another --out ({why}, and --restart deletes only a run of this "
-                f"configuration)")
-
-    def _check_cpu_kernels(self, meta: dict) -> None:
-        """Refuse to resume on the CPU under another instruction set than the run began with (float32 SGD does not
-        continue bit for bit across AVX2 and AVX-512 kernels: the logits of chapter 10's grid differ by a
-        logit and more), naming both settings."""
-        if resolve_device(self.config.device).type != "cpu" or not str(meta.get("device", "cpu")).startswith("cpu"):
-            return
-        now = cpu_kernel_setting()
-        then = {"capability": meta.get("cpu_capability", now["capability"]),
-                "variables": meta.get("cpu_kernels", now["variables"])}
-        if then != now:
-            def text(setting):
-                set_vars = ", ".join(f"{k}={v}" for k, v in setting["variables"].items() if v is not None)
-                return set_vars or "no variable set"
-
-            if then["capability"] == now["capability"]:    # one instruction set for torch, other variables
-                what = (f"this process runs {now['capability']} too but under other variables ({text(now)}), which "
-                        f"also choose MKL's and oneDNN's kernels; a resume is refused unless they match, since float32 "
-                        f"training continues bit for bit only under the setting it began with")
-            else:
-                what = (f"this process runs {now['capability']} ({text(now)}); float32 training does not continue "
-                        f"bit for bit across instruction sets, so a run resumed here would match neither")
-            raise RunConfigError(f"{self.out} was begun with torch's CPU kernels on {then['capability']} "
-                                 f"({text(then)}), and {what}. Resume it under the variables it began with, or start "
-                                 f"it over with --restart.")
-        recorded = (meta.get("cpu_fingerprint") or {}).get("torch")
-        here = kernel_fingerprint()
-        if recorded and meta["cpu_fingerprint"].get("version") == here["version"] and recorded != here["torch"]:
-            raise RunConfigError(f"{self.out} was begun on a CPU whose float32 kernels compute otherwise than this "
-                                 f"one's under the same setting (kernel fingerprint {recorded} then, {here['torch']} "
-                                 f"here: MKL also picks its kernels by the CPU's vendor, calib._reproducible), so a run "
-                                 f"resumed here would continue neither run bit for bit. Resume it on a machine like "
-                                 f"the one it began on ({meta.get('device_name')}), or start it over with --restart.")
 
     # ------------------------------------------------------------------------------------- diagnostics
     def _evaluate(self, split: str, with_grads: bool):
@@ -443,8 +393,11 @@ class Trainer:
                 "n_parameters": self.n_parameters, "dataset": {"name": self.dataset.name, "source": self.dataset.source,
                 "n_train": len(self.dataset.y_train), "n_val": len(self.dataset.y_val), "n_test": len(self.dataset.y_test)},
                 "versions": {"calib": getattr(calib, "__version__", "0.1.0"), "torch": torch.__version__,
-                             "numpy": np.__version__, "scipy": scipy.__version__, "python": sys.version.split()[0]},
-                "git_commit": runs.git_commit(), "git_dirty": runs.git_dirty(), "threads": torch.get_num_threads(),
+                             "numpy": np.__version__, "scipy": scipy.__version__, "python": sys.version.split()[0],
+                             "cuda": torch.version.cuda,
+                             **({"cudnn": torch.backends.cudnn.version()} if self.device.type == "cuda" else {})},
+                **_source_commit(), "threads": torch.get_num_threads(),
+                **({"note": self.note} if self.note else {}),
                 "world_size": self.launch.world_size,
                 "cpu_capability": kernels["capability"], "cpu_kernels": kernels["variables"],
                 **({"cpu_fingerprint": kernel_fingerprint()} if self.device.type == "cpu" else {}),
@@ -455,10 +408,14 @@ class Trainer:
         for split in ("val", "test"):
             arrays[f"{split}_logits"] = self._evaluate(split, with_grads=False)["logits"].astype(np.float32)
             arrays[f"{split}_labels"] = self.eval_loaders[split].y.cpu().numpy().astype(np.int64)
-        runs.write_logits(self.out / runs.LOGITS, arrays)
+        self.folder.write_logits(arrays)
 
-    def run(self, resume: bool = False, discard=(), restart: bool = False) -> Run:
+    def run(self, resume: bool = False, discard=(), restart: bool = False, weights: str | None = None) -> Run:
         """Train (or resume, or skip a finished run of the same config) and return the run directory.
+
+        ``weights`` (one of :data:`~calib.runs.WEIGHT_DTYPES`, e.g. ``"float16"``) also keeps the final network in
+        ``weights.npz`` (:func:`calib.runs.write_weights`; :func:`load_network` reads it back); a finished run
+        stored without it is refused (RunConfigError: retrain it with ``restart``), since its network is gone.
 
         ``discard`` names files of :data:`~calib.runs.DISCARDABLE` to delete once the run has finished: a stored run needs
         no ``checkpoint.pt``, and a tuning run whose validation history is all that is read needs no
@@ -471,6 +428,9 @@ class Trainer:
         discard = tuple(discard)
         for name in discard:
             check_choice(name, "discard", DISCARDABLE)
+        if weights is not None:
+            check_choice(weights, "weights", runs.WEIGHT_DTYPES)
+        self.weights = weights
         device_type = resolve_device(self.config.device).type
         with distributed.process_group(self.launch, device_type):
             self._check_ranks_agree()
@@ -484,15 +444,18 @@ class Trainer:
                 distributed.barrier()                      # rank 0 has written every file
                 return load_run(self.out)
             try:
-                self._make_out()
-                lock = self._lock = runs.RunLock(self.out).__enter__()
+                self.folder.acquire()                      # made and locked
             except BaseException as exc:
                 distributed.broadcast_object(exc)
                 raise
             run = None
             try:
                 try:
-                    state = self._check_state(resume, restart)
+                    state = self.found = self.folder.prepare(resume, restart, device_type)
+                    if state == "done" and weights and not (self.out / runs.WEIGHTS).is_file():
+                        raise runs.RunConfigError(
+                            f"{self.out} holds a finished run stored without its network ({runs.WEIGHTS}), which "
+                            f"weights={weights!r} asks for; retrain it with --restart (restart=True), or drop weights.")
                 except BaseException as exc:
                     distributed.broadcast_object(exc)
                     raise
@@ -501,7 +464,7 @@ class Trainer:
                     with torch_flags(device_type):
                         run = self._run(state, discard)
             finally:
-                lock.release(remove=True)
+                self.folder.release()
             distributed.barrier()
             return run or load_run(self.out)
 
@@ -523,49 +486,6 @@ class Trainer:
                              f"command line: torchrun --standalone --nproc_per_node {len(everyone)} -m calib train "
                              f"... (the same flags for every rank).")
 
-    def _check_state(self, resume: bool, restart: bool) -> str:
-        """Under the lock: remove a killed run's temporaries, clear for ``restart``, and return ``"new"``,
-        ``"resume"`` or ``"done"`` (:meth:`_check_out`), refusing a directory that cannot be written."""
-        runs.remove_temporaries(self.out)              # temporaries of a killed run
-        if restart:
-            self._clear_for_restart()
-        state = self._check_out(resume)
-        if state != "done" and not os.access(self.out, os.W_OK):
-            raise ReadOnlyRunError(f"out {self.out} is not writable; choose a writable --out, or make the "
-                                   f"directory writable.")
-        self.found = state
-        return state
-
-    def _make_out(self) -> None:
-        if (self.out / runs.META).is_file():
-            return                                      # an existing run (maybe read-only, e.g. a stored one)
-        try:
-            self.out.mkdir(parents=True, exist_ok=True)
-        except FileExistsError:
-            if self.out.is_symlink() and not self.out.exists():
-                raise ValueError(f"out {self.out} is a dangling symlink (to {os.readlink(self.out)}, which does not "
-                                 f"exist); remove the link, or point it at a folder.") from None
-            raise ValueError(f"out {self.out} is a file, not a directory; choose another --out.") from None
-        except NotADirectoryError:
-            raise ValueError(f"out {self.out} lies under a file; choose another --out.") from None
-        except PermissionError:
-            raise ReadOnlyRunError(f"out {self.out} cannot be created (permission denied); choose a writable "
-                                   f"--out.") from None
-        if not self.out.is_dir():
-            raise ValueError(f"out {self.out} is not a directory; choose another --out.")
-
-    def _clear_for_restart(self) -> None:
-        """``restart``: remove the run's files when they are a run of this configuration written by calib (its
-        readable ``meta.json`` or, that one damaged, its checkpoint says so) or a lone damaged ``meta.json``;
-        refuse otherwise, deleting nothing (:func:`calib.runs.run_owner`)."""
-        owner, why = runs.run_owner(self.out, self.config.identity())
-        if owner not in ("same", "none"):
-            raise RunConfigError(f"{why}; --restart only starts over a run of this configuration written by calib "
-                                 f"train, and deletes nothing else. Choose another --out, or move that directory "
-                                 f"away yourself.")
-        for name in runs.RUN_FILES:
-            (self.out / name).unlink(missing_ok=True)
-
     def _run(self, state: str, discard: tuple) -> Run:
         self._setup()
         if state == "resume":
@@ -573,7 +493,7 @@ class Trainer:
         cfg = self.config
         main = self.launch.main
         if main:
-            runs.write_json(self.out / runs.META, self._meta(finished=False))
+            self.folder.write_meta(self._meta(finished=False))
         epoch_bar = batch_bar = None
         if self.progress:
             from tqdm.auto import tqdm
@@ -603,9 +523,9 @@ class Trainer:
                 self.epoch = epoch
                 self.wall_time += time.perf_counter() - start
                 if main:
-                    self._lock.check_in_place()        # moved or renamed meanwhile: stop, write nothing more
+                    self.folder.check_in_place()       # moved or renamed meanwhile: stop, write nothing more
                     self.save_checkpoint()
-                    runs.write_json(self.out / runs.HISTORY, self.history)
+                    self.folder.write_history(self.history)
                 distributed.barrier()
                 if batch_bar is not None:
                     batch_bar.close()
@@ -615,11 +535,12 @@ class Trainer:
                                           test_ece=f"{record['test']['ece']:.3f}")
             if not main:
                 return None
-            self._lock.check_in_place()
+            self.folder.check_in_place()
             self._final_logits()
-            runs.write_json(self.out / runs.META, self._meta(finished=True, discarded=discard))
-            for name in discard:
-                (self.out / name).unlink(missing_ok=True)
+            if getattr(self, "weights", None):
+                self.folder.write_weights(self.model.state_dict(), self.weights)
+            self.folder.write_meta(self._meta(finished=True, discarded=discard))
+            self.folder.discard(discard)
         finally:
             if epoch_bar is not None:
                 epoch_bar.close()
@@ -627,8 +548,10 @@ class Trainer:
 
 
 def train(config: TrainConfig | None = None, out=None, resume: bool = False, progress: bool = True, dataset=None,
-          discard=(), restart: bool = False, **fields) -> Run:
+          discard=(), restart: bool = False, note: str | None = None, weights: str | None = None, **fields) -> Run:
     """Run :class:`Trainer` for ``config`` (or a config built from keyword ``fields``) into ``out``.
+
+    ``weights`` ("float16" or "float32") also keeps the final network (``weights.npz``, :meth:`Trainer.run`).
 
     ``out`` holding a finished run of the same config returns it without training; holding a run of
     another config raises :class:`~calib.runs.RunConfigError` (saying which fields differ).
@@ -644,5 +567,77 @@ def train(config: TrainConfig | None = None, out=None, resume: bool = False, pro
         config = dataclasses.replace(config, **fields)
     if out is None:
         raise ValueError("out is required: the run directory to write (e.g. out='_build/runs/demo').")
-    return Trainer(config, out, progress=progress, dataset=dataset).run(resume=resume, discard=discard,
-                                                                         restart=restart)
+    return Trainer(config, out, progress=progress, dataset=dataset, note=note).run(resume=resume, discard=discard,
+                                                                                    restart=restart, weights=weights)
+
+
+# ------------------------------------------------------------------------------------------ a stored network
+
+__all__ += ["load_network", "network_logits"]
+
+
+def load_network(path, dataset=None, device="cpu"):
+    """The final network of the stored run in ``path``, rebuilt from its ``meta.json`` and ``weights.npz`` (a run
+    trained with ``weights``, :meth:`Trainer.run`), in eval mode, with the dataset it was trained on.
+
+    The weights are loaded as stored, then held in float32: a float16 file gives the float32 network whose every
+    weight is the float16 value (the network a chapter scores, consistently, wherever it reads the file).
+
+    Parameters
+    ----------
+    path : path
+        A run directory.
+    dataset : calib.data.Dataset, optional
+        The run's dataset as :func:`calib.data.load_dataset` gives it (passed to save reading it again); the run's
+        ``train_subset``, ``val_subset``, ``test_subset`` and ``pool`` are applied here, as training did.
+    device : str
+        Where the network is put.
+
+    Returns
+    -------
+    (torch.nn.Module, calib.data.Dataset)
+        The network, and the dataset whose splits and normalisation (``mean``, ``std``) it was trained with:
+        :func:`network_logits` feeds it images as training evaluated them.
+    """
+    from calib.data import load_dataset
+    from calib.models import build_model
+
+    path = Path(path)
+    config = config_from_meta(path)
+    arrays = runs.read_weights(path / runs.WEIGHTS)
+    ds = dataset if dataset is not None else load_dataset(config.data, seed=config.seed)
+    if ds.name != config.data:
+        raise ValueError(f"the dataset passed is {ds.name!r} but the run in {path} was trained on {config.data!r}.")
+    ds = ds.subset(config.train_subset, config.val_subset, config.test_subset).pooled(config.pool)
+    model = build_model(config.model, ds.input_shape, ds.n_classes, seed=config.seed)
+    expected = model.state_dict()
+    if set(arrays) != set(expected) or any(arrays[k].shape != tuple(v.shape) for k, v in expected.items()):
+        raise runs.CorruptRunError(f"{path / runs.WEIGHTS} does not hold the parameters of {config.model} for "
+                                   f"inputs {ds.input_shape} and {ds.n_classes} classes (the run's meta.json); the "
+                                   f"file is of another run. Restore it, or retrain the run with --weights.")
+    model.load_state_dict({k: torch.from_numpy(np.asarray(arrays[k]).astype(v.detach().cpu().numpy().dtype))
+                           for k, v in expected.items()})
+    return model.to(torch.device(device)).eval(), ds
+
+
+def network_logits(model, images, dataset, batch_size: int = 500, device="cpu") -> np.ndarray:
+    """Float32 logits of ``model`` on ``images`` (uint8, shaped as the dataset's, e.g. (N, 1, 28, 28)), each batch
+    scaled to [0, 1] and normalised by the dataset's ``mean`` and ``std`` exactly as training evaluated its splits
+    (:class:`calib.data.TensorLoader`, no augmentation), in eval mode and without gradients.
+
+    ``batch_size`` 500 is the batch a run's evaluation uses (``max(batch_size, 500)`` for the default training batch
+    of 128): a matrix product's last bits depend on the rows it is given at once, so another batch size gives
+    logits equal to about 1e-6, not bit for bit."""
+    from calib.data import TensorLoader
+
+    images = np.asarray(images)
+    if images.shape[1:] != tuple(dataset.x_test.shape[1:]) or images.dtype != dataset.x_test.dtype:
+        shape = ", ".join(map(str, dataset.x_test.shape[1:]))
+        raise ValueError(f"images must be of the dataset's shape and type, (N, {shape}) {dataset.x_test.dtype}; got "
+                         f"{images.shape} {images.dtype}.")
+    loader = TensorLoader(images, np.zeros(len(images), dtype=np.int64), batch_size, mean=dataset.mean,
+                          std=dataset.std, device=device)
+    model.eval()
+    with torch.no_grad():
+        out = [model(xb).float().cpu() for xb, _ in loader.epoch()]
+    return torch.cat(out).numpy().astype(np.float32)

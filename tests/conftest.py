@@ -26,8 +26,8 @@ if str(BOOK) not in sys.path:
 import gzip  # noqa: E402
 import struct  # noqa: E402
 
-import numpy as np
-import pytest
+import numpy as np  # noqa: E402  (after pin_cpu_kernels: an MKL build reads its variables when it loads)
+import pytest  # noqa: E402
 
 
 def write_tiny_fashion_mnist(folder: Path, n_train=5600, n_test=300, side=8, seed=0):

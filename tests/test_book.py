@@ -213,7 +213,8 @@ def test_strip_solutions_removes_every_form_of_solution_and_keeps_the_rest():
                                       "```{solution-start} ex-one\n:class: dropdown\n```\n\nIt follows from A."),
         nbformat.v4.new_code_cell("answer = 42  # inside the solution"),
         nbformat.v4.new_markdown_cell("So 42.\n\n```{solution-end}\n```\n\n```{exercise} Two\n:label: ex-two\n\n"
-                                      "Compute it.\n```\n\n````{solution} ex-two\n:class: dropdown\n\n```python\nx = 1\n```\n"
+                                      "Compute it.\n```\n\n````{solution} ex-two\n:class: dropdown\n\n"
+                                      "```python\nx = 1\n```\n"
                                       "Secret text.\n````\n\nAfter it."),
         nbformat.v4.new_code_cell("starter = None  # students fill this in"),
     ])
@@ -411,8 +412,9 @@ def test_a_chapter_key_changes_with_its_source_parameters_library_and_results_an
     results = tiny_book / "book" / "results" / "01-good"
     assert changes(lambda: (results.mkdir(parents=True), (results / "run.json").write_text("{}")),
                    lambda: shutil.rmtree(results))
-    data = tiny_book / "book" / "data" / "published.csv"
-    assert changes(lambda: (data.parent.mkdir(), data.write_text("a,b\n")), lambda: shutil.rmtree(data.parent))
+    data = tiny_book / "book" / "data" / "published" / "p.csv"
+    assert changes(lambda: (data.parent.mkdir(parents=True), data.write_text("a,b\n")),
+                   lambda: shutil.rmtree(data.parent.parent))
     assert _key(tiny_book, seed=1) != base and _key(tiny_book, profile="full") != base
     assert runner.chapter_key(tiny_book, "01-good", {"profile": "quick", "seed": 0}, strict=False)[0] != base
     machinery = tmp_path / "machinery"                                   # the folder of calib_book
@@ -439,8 +441,16 @@ def test_a_chapter_key_changes_with_its_source_parameters_library_and_results_an
     named = _key(tiny_book)
     (tiny_book / "book" / "results" / "02-bad" / "run.json").write_text('{"changed": 1}')
     assert _key(tiny_book) != named
-    assert runner.chapter_inputs(tiny_book, "01-good") == [Path("book/data"), Path("book/results/01-good"),
-                                                           Path("book/results/02-bad")]
+    assert runner.chapter_inputs(tiny_book, "01-good") == [Path("book/data/published"),
+                                                           Path("book/results/01-good"), Path("book/results/02-bad")]
+    # the papers' tables are an input; the coverage table (read by the coverage page, not by a chapter) is not
+    current = _key(tiny_book)
+    (tiny_book / "book" / "data" / "coverage").mkdir(parents=True)
+    (tiny_book / "book" / "data" / "coverage" / "p.csv").write_text("paper,item\n")
+    assert _key(tiny_book) == current
+    (tiny_book / "book" / "data" / "published").mkdir(parents=True, exist_ok=True)
+    (tiny_book / "book" / "data" / "published" / "p.csv").write_text("paper,value\n")
+    assert _key(tiny_book) != current
 
 
 def test_a_quick_kernel_runs_one_thread_unless_the_environment_says_otherwise_and_the_key_holds_the_count(
@@ -833,8 +843,48 @@ def test_the_key_holds_the_variables_that_choose_the_inputs_and_a_fingerprint_of
     assert set(dataset_files.installed_files("fashion-mnist").values()) == \
         {home / "fashion-mnist" / f for f in SOURCES["fashion-mnist"]}
     monkeypatch.setenv("CALIB_DATA", str(tmp_path / "empty"))
-    assert set(dataset_files.installed_files("fashion-mnist").values()) == {debian / f for f in SOURCES["fashion-mnist"]}
+    installed = dataset_files.installed_files("fashion-mnist")
+    assert set(installed.values()) == {debian / f for f in SOURCES["fashion-mnist"]}
     assert len(dataset_files.load_fashion_mnist(download=False)[1]) == 200
     assert dataset_files.installed_files("cifar10") is None                # not installed: nothing downloaded
     with pytest.raises(ValueError, match="name='mnist' is not a dataset with files; choose one of fashion-mnist"):
         dataset_files.installed_files("mnist")
+
+
+def test_the_course_puts_its_work_cells_where_the_student_edition_does(monkeypatch):
+    """The course's student notebook (calib_book.course.student_notebook) had a copy of the student edition's loop
+    that adds a cell after each exercise; both now use calib_book.student.add_starter_cells: the same cells in the
+    same places, the course's with its answer dictionary and grader call, and its grader cell before the first code."""
+    import copy
+    from types import SimpleNamespace
+
+    import nbformat
+
+    from calib_book import course
+
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# A chapter\n\n```{exercise} First\n:label: ex-first\n\nShow it.\n```\n\n"
+                                      "```{solution} ex-first\nThe answer.\n```"),
+        nbformat.v4.new_code_cell("x = 1\nfrom calib_book.exercises import check\n"),
+        nbformat.v4.new_markdown_cell("```{exercise} Second\n:label: ex-second\n\nExplain.\n```")])
+    monkeypatch.setattr(course, "_chapter_notebook", lambda root, chapter: copy.deepcopy(nb))
+    monkeypatch.setattr(course, "key_parts_cached", lambda chapter: [SimpleNamespace(label="ex-first", part="a"),
+                                                                      SimpleNamespace(label="ex-first", part="b")])
+    monkeypatch.setattr(course, "_rule_lines", lambda label: [f"# how {label} is graded"])   # a made-up exercise's rule
+    book = runner.add_starter_cells(runner.strip_solutions(copy.deepcopy(nb)))
+    students = course.student_notebook(Path("."), "99-chapter")
+
+    def outline(notebook):
+        return [(c.cell_type, c.source.splitlines()[0]) for c in notebook.cells
+                if not {"course-grader", "course-export"} & set(c.metadata.get("tags", []))]
+
+    assert outline(students) == outline(book) == [
+        ("markdown", "# A chapter"), ("code", "# Exercise ex-first: your work here"),
+        ("code", "x = 1"), ("markdown", "```{exercise} Second"),
+        ("code", "# Exercise ex-second: your work here")]
+    work = [c.source for c in students.cells if "student-work" in c.metadata.get("tags", [])]
+    assert work == ["# Exercise ex-first: your work here\n# how ex-first is graded\n\nex_first = dict(a=..., b=...)\n\n"
+                    "grader.check('ex-first')",
+                    "# Exercise ex-second: your work here"]
+    assert [c.metadata.get("tags") for c in students.cells][2] == ["course-grader"]     # before the first code cell
+    assert "check" not in students.cells[3].source                          # the key's import is dropped

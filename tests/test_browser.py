@@ -7,7 +7,8 @@ import pytest
 from calib_book import browser
 
 # a 1x1 PNG
-PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==")
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5Er"
+                       "kJggg==")
 
 CLEAN_BODY = """
 <article>
@@ -213,7 +214,8 @@ def test_content_wider_than_its_column_is_reported(site, body, expected):
 
 @needs_chromium
 def test_a_scroll_box_with_the_book_s_cue_passes(site):
-    head = LAYOUT_HEAD + f"<script>{(STATIC / 'scroll-cue.js').read_text()}</script><style>{(STATIC / 'claims.css').read_text()}</style>"
+    head = (LAYOUT_HEAD + f"<script>{(STATIC / 'scroll-cue.js').read_text()}</script>"
+            f"<style>{(STATIC / 'claims.css').read_text()}</style>")
     report = audited(site, WIDE_TABLE, head=head)
     assert report.ok, report.problems
 
@@ -322,8 +324,9 @@ def test_pages_sharing_a_launch_get_their_own_audit_at_each_width(site):
             assert audit == alone, (path, width)
             assert ("too long" in dom) == (path.name == "wide.html")
         else:                                       # and the claims' contrast is measured at the loaded width only
-            assert dom is None and audit["contrast"] == {} and set(alone["contrast"]) == {"light", "dark"}
-            assert {**audit, "contrast": alone["contrast"]} == alone, (path, width)
+            assert dom is None and audit["contrast"] == audit["themes"] == {}
+            assert set(alone["contrast"]) == set(alone["themes"]) == {"light", "dark"}
+            assert {**audit, "contrast": alone["contrast"], "themes": alone["themes"]} == alone, (path, width)
         assert bool(audit["overflow"]) == (path.name == "wide.html"), (path, width, audit)   # a 360 px column
         assert audit["errors"] == (["only here"] if path.name == "error.html" else [])
     assert not list(site.rglob(".audit-*"))                                         # the copies are removed
@@ -343,7 +346,8 @@ def test_the_lighter_dom_keeps_what_the_checks_read():
            '</mjx-c></mjx-mi></mjx-math></mjx-container></span> and <span class="math">\\(y\\)</span></p>'
            '<mjx-container jax="CHTML"><mjx-merror data-mjx-error="Undefined control sequence \\foo">'
            '</mjx-merror></mjx-container>'
-           '<pre><span class="n">claim</span><span class="p">(</span>"a", passed=True)</pre><span class="x">kept</span>')
+           '<pre><span class="n">claim</span><span class="p">(</span>"a", passed=True)</pre>'
+           '<span class="x">kept</span>')
     light = browser._lighter(dom)
     assert '<mjx-container class="MathJax" jax="CHTML"></mjx-container>' in light and "<mjx-math" not in light
     assert 'data-mjx-error="Undefined control sequence' in light
@@ -351,7 +355,8 @@ def test_the_lighter_dom_keeps_what_the_checks_read():
     report_full, report_light = browser.PageReport("full"), browser.PageReport("light")
     browser._check_rendered(report_full, dom)
     browser._check_rendered(report_light, light)
-    assert report_full.problems == report_light.problems and len(report_light.problems) == 3   # untypeset, raw TeX, error
+    # untypeset, raw TeX, error
+    assert report_full.problems == report_light.problems and len(report_light.problems) == 3
     assert (report_full.formulas, report_full.math_errors) == (report_light.formulas, report_light.math_errors) \
         == (2, 1)
 
@@ -417,3 +422,311 @@ def test_a_page_that_never_renders_is_named_with_the_time_it_had(site, tmp_path,
                                                     r"time \(load average .*\), retried alone after a launch of 1 "
                                                     r"page\(s\) had run out of 1 s"):
         browser.check_pages([site / "index.html"], site, str(slow))
+
+
+# ------------------------------------------------- issue 47: the reader's book, round 3 (phone, figures, code, site)
+
+def _theme_file(package: str, relative: str):
+    """A file of an installed theme (the book extra's pydata-sphinx-theme and sphinx-book-theme), or None."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.origin is None:
+        return None
+    path = Path(spec.origin).parent / relative
+    return path if path.is_file() else None
+
+
+PYDATA_JS = _theme_file("pydata_sphinx_theme", "theme/pydata_sphinx_theme/static/scripts/pydata-sphinx-theme.js")
+BOOK_THEME_JS = _theme_file("sphinx_book_theme", "theme/sphinx_book_theme/static/scripts/sphinx-book-theme.js")
+PYDATA_CSS = _theme_file("pydata_sphinx_theme", "theme/pydata_sphinx_theme/static/styles/pydata-sphinx-theme.css")
+needs_themes = pytest.mark.skipif(None in (PYDATA_JS, BOOK_THEME_JS, PYDATA_CSS),
+                                  reason="the book's themes are not installed")
+
+#: The two toggles of each sidebar as pydata-sphinx-theme 0.17 and sphinx-book-theme 1.3 write them: one in the top
+#: bar, which sphinx-book-theme hides, then the one a reader sees in the article's header.
+THEME_SIDEBARS = """
+<div class="bd-header"><button class="pst-navbar-icon sidebar-toggle primary-toggle">=</button>
+<button class="pst-navbar-icon sidebar-toggle secondary-toggle">-</button></div>
+<dialog id="pst-primary-sidebar-modal"></dialog>
+<div id="pst-primary-sidebar" class="bd-sidebar-primary"><a href="#a">1. Measuring calibration</a></div>
+<dialog id="pst-secondary-sidebar-modal"></dialog>
+<div id="pst-secondary-sidebar" class="bd-sidebar-secondary"><a href="#b">1.1 The runs</a></div>
+<article class="bd-article"><div class="bd-header-article">
+<button class="sidebar-toggle primary-toggle btn">=</button>
+<button class="sidebar-toggle secondary-toggle btn">-</button></div><p>The chapter's text.</p></article>"""
+
+
+def _audits(site, name, body, head, widths=browser.WIDTHS):
+    path = site / name
+    path.write_text(page(body, head))
+    return browser.audit_pages([path], browser.find_chromium(), widths, budget_ms=4000)
+
+
+def _script(name):
+    return f"<script>{(STATIC / name).read_text()}</script>"
+
+
+def _style(name):
+    return f"<style>{(STATIC / name).read_text()}</style>"
+
+
+@needs_chromium
+@needs_themes
+def test_the_contents_buttons_open_their_drawers_with_the_book_s_script(site):
+    """Issue 47, item 1: the theme's scripts bind the first .primary-toggle and .secondary-toggle of the page, the top
+    bar's, which sphinx-book-theme hides: the buttons a reader sees did nothing, on a phone (no drawer) and on a desktop
+    (the sidebar did not fold). The check clicks each visible button; book/_static/sidebar-toggles.js passes the click
+    on to the bound one. The themes' own scripts run here."""
+    head = ("<style>body{margin:0} .bd-header .sidebar-toggle{display:none} article{margin:0 26px}</style>"
+            f'<script src="{PYDATA_JS.as_uri()}"></script><script src="{BOOK_THEME_JS.as_uri()}"></script>')
+    before = _audits(site, "theme.html", THEME_SIDEBARS, head)
+    for width in browser.WIDTHS:
+        toggles = before[site / "theme.html", width][1]["toggles"]
+        assert any("the contents button" in t and "does nothing" in t for t in toggles), (width, toggles)
+    assert any("in-page contents button" in t and "does nothing" in t
+               for t in before[site / "theme.html", 412][1]["toggles"])
+    after = _audits(site, "theme.html", THEME_SIDEBARS, head + _script("sidebar-toggles.js"))
+    for width in browser.WIDTHS:
+        report = browser.PageReport("theme.html")
+        browser._check_audit(report, after[site / "theme.html", width][1], errors=False)
+        assert report.dead_buttons == {width: 0}, report.problems
+
+
+FIGURE_SVG = ('<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" width="{w}pt" '
+              'height="200pt" viewBox="0 0 {w} 200"><defs><path id="g" d="M 0 0 L 50 70 L 60 0 z"/></defs>'
+              '<g id="text_1"><g transform="translate(10 150) scale(0.11 -0.11)"><use xlink:href="#g"/></g></g></svg>')
+
+
+def test_the_smallest_text_of_a_matplotlib_svg_is_read_from_its_glyph_groups(tmp_path):
+    """matplotlib draws text as paths, a group scaled by size / 100 per run of text; text kept as text has a size."""
+    (tmp_path / "paths.svg").write_text(FIGURE_SVG.format(w=720))
+    assert browser.svg_text_size(tmp_path / "paths.svg") == (pytest.approx(11.0), 720.0)
+    (tmp_path / "text.svg").write_text('<svg viewBox="0 0 300 100"><text style="font: 9px sans-serif">a</text>'
+                                       '<text style="font-size: 12px">b</text></svg>')
+    assert browser.svg_text_size(tmp_path / "text.svg") == (9.0, 300.0)
+    (tmp_path / "none.svg").write_text('<svg viewBox="0 0 300 100"><path d="M 0 0 L 1 1"/></svg>')
+    assert browser.svg_text_size(tmp_path / "none.svg") is None
+
+
+@needs_chromium
+def test_a_figure_whose_text_is_too_small_on_a_phone_is_reported_unless_a_tap_opens_it_full_size(site):
+    """Issue 47, item 4: a 10-inch figure shrunk to a phone's column shows its 11 pt tick labels at 4-6 px. It
+    passes when a tap opens it full-size (book/_static/figure-zoom.js: its natural 960 px, labels at 14.7 px); a
+    figure small enough to read where it is passes without."""
+    (site / "wide.svg").write_text(FIGURE_SVG.format(w=720))
+    (site / "narrow.svg").write_text(FIGURE_SVG.format(w=200))
+    body = ('<article><figure><img src="wide.svg" alt="ten-inch figure"><figcaption>Wide.</figcaption></figure>'
+            '<div class="cell_output"><img src="narrow.svg" alt="small figure"></div></article>')
+    head = "<style>body{margin:0} article{margin:0 26px} img{max-width:100%}</style>"
+    path = site / "figures.html"
+    before = _audits(site, "figures.html", body, head)
+    report = browser.PageReport("figures.html")
+    browser._check_audit(report, before[path, 412][1])
+    assert report.small_figures[412] == 1, report.problems
+    # 720 pt (960 px) in a <figure>'s 280 px (the 360 px column less its 40 px margins): 11 pt text at 4.3 px
+    assert any("figure 'Wide.': its smallest text is 4.3 px on screen, and a tap does not open it full-size" in p
+               for p in report.problems), report.problems
+    after = _audits(site, "figures.html", body, head + _style("claims.css") + _script("figure-zoom.js"))
+    for width in browser.WIDTHS:
+        figures = after[path, width][1]["figures"]
+        assert [f["full"] for f in figures] == [960, pytest.approx(266.67, abs=1)], figures     # natural width
+        report = browser.PageReport("figures.html")
+        browser._check_audit(report, after[path, width][1])
+        assert report.small_figures == {width: 0}, report.problems
+
+
+CODE_CELL = ('<div class="cell docutils container"><div class="cell_input docutils container"><div class="highlight">'
+             "<pre>def f(x):\n    if x:\n        return some_function_with_a_long_name(x, another_argument=1, "
+             "yet_another_argument=2, and_one_more=3)\n</pre></div></div></div>")
+
+
+@needs_chromium
+def test_code_that_wraps_its_lines_is_reported_and_the_book_s_code_scrolls_with_a_cue(site):
+    """Issue 47, item 6: claims.css wrapped code (white-space: pre-wrap), so a long line came back at column 0 and
+    lost Python's indentation. Code now keeps its lines and scrolls in its block, with scroll-cue.js's cue."""
+    wrapping = "<style>body{margin:0} article{margin:0 26px} pre{white-space:pre-wrap}</style>"
+    report = audited(site, CODE_CELL, head=wrapping)
+    assert any("wraps its long lines (white-space: pre-wrap)" in p for p in report.problems), report.problems
+    book = "<style>body{margin:0} article{margin:0 26px}</style>" + _style("claims.css") + _script("scroll-cue.js")
+    for width in browser.WIDTHS:
+        report = audited(site, CODE_CELL, head=book, width=width)
+        assert report.ok, report.problems
+
+
+INLINE_CODE = ('<p>The map <code class="docutils literal notranslate"><span class="pre">'
+               'calib.posthoc.focal_temperature.FocalTemperatureScaling.calibration_map</span></code> is fitted.</p>')
+
+
+@needs_chromium
+def test_inline_code_broken_inside_a_word_is_reported_and_the_book_breaks_it_between_its_parts(site):
+    """Issue 47, item 11: inline code broke anywhere (overflow-wrap: anywhere), in the middle of a name. Now
+    code-breaks.js lets it break after a dot, a slash or an underscore, and claims.css inside a part only when the part
+    alone is wider than a line."""
+    anywhere = ("<style>body{margin:0} article{margin:0 26px} code{overflow-wrap:anywhere}</style>")
+    report = audited(site, INLINE_CODE, head=anywhere)
+    assert any("inline code broken inside a word" in p for p in report.problems), report.problems
+    book = "<style>body{margin:0} article{margin:0 26px}</style>" + _style("claims.css") + _script("code-breaks.js")
+    path = site / "code.html"
+    path.write_text(page(f'<article class="bd-article">{INLINE_CODE}</article>', book))
+    audit = browser.audit_page(path, browser.find_chromium(), 412, budget_ms=3000)[1]
+    assert audit["code"] == [] and audit["overflow"] == [], audit
+
+
+MAIN_TABLE = ('<div class="cell_output"><table><thead><tr><th>loss (by ECE pre-T)</th><th>ECE pre-T (%)</th>'
+              "<th>minus CE, 95% CI (Holm p)</th><th>ECE post-T (%)</th><th>minus CE post-T, 95% CI (Holm p)</th></tr>"
+              "</thead><tbody>"
+              + "<tr><td>flsc-532</td><td>1.48 ± 0.14</td><td>-5.92 [-7.03, -4.80], Holm p &lt; 0.001</td>"
+                "<td>1.44 ± 0.35</td><td>-0.69 [-1.50, 0.12], Holm p = 0.548</td></tr>" * 3
+              + "</tbody></table></div>")
+
+
+@needs_chromium
+def test_a_short_table_cell_broken_over_many_lines_is_reported_and_the_book_keeps_cells_on_two(site):
+    """Issue 47, item 7: chapter 10's main table, shrunk to a phone's column, broke each interval over four lines. The
+    check reports a cell of at most 40 characters on more than two lines; table-cells.js gives each cell a minimum
+    width (the table then scrolls in its box, with the cue)."""
+    head = "<style>body{margin:0} article{margin:0 26px}</style>" + _style("claims.css")
+    before = _audits(site, "table.html", f'<article class="bd-article">{MAIN_TABLE}</article>', head, (412,))
+    cells = before[site / "table.html", 412][1]["cells"]
+    assert any("'-5.92 [-7.03, -4.80], Holm p < 0.001' over" in c for c in cells), cells
+    head += _script("table-cells.js") + _script("scroll-cue.js")
+    path = site / "table.html"
+    path.write_text(page(f'<article class="bd-article">{MAIN_TABLE}</article>', head))
+    report = browser.PageReport("table.html")
+    _, audit = browser.audit_page(path, browser.find_chromium(), 412, budget_ms=3000)
+    browser._check_audit(report, audit)
+    assert audit["cells"] == [] and report.ok, report.problems
+
+
+def _ledger_summary_fits(site, css: str) -> bool:
+    """Whether the ledger's summary table (9 columns, as calib_book.pages writes it) fits the article's column at
+    1280 px (688 px), with the theme's CSS and ``css``."""
+    verdicts = ["holds", "imprecise", "typo", "false", "not-reproduced", "inconclusive", "untested", "total"]
+    head_row = '<tr><th class="head"><p>paper</p></th>' + "".join(
+        f'<th class="head text-right"><p>{v}</p></th>' for v in verdicts) + "</tr>"
+    rows = "".join(f"<tr><td><p>{paper}</p></td>" + "".join(f'<td class="text-right"><p><a href="#x">{n}</a></p></td>'
+                                                            for n in (41, 8, 4, 1, 2, 4, 1, 61)) + "</tr>"
+                   for paper in ("mukhoti2020", "charoenphakdee2021", "all"))
+    table = (f'<section id="summary"><div class="pst-scrollable-table-container"><table class="table"><thead>'
+             f"{head_row}</thead><tbody>{rows}</tbody></table></div></section>")
+    measure = ("<script>window.addEventListener('load', function () { var t = document.querySelector('table');"
+               "document.body.setAttribute('data-fits', t.scrollWidth <= t.clientWidth + 1); });</script>")
+    head = f'<link rel="stylesheet" href="{PYDATA_CSS.as_uri()}">{css}<style>article{{width:688px}}</style>'
+    (site / "summary.html").write_text(page(f'<article class="bd-article">{table}</article>{measure}', head))
+    dom = browser.rendered_dom(site / "summary.html", browser.find_chromium(), width=1280, budget_ms=3000)
+    return 'data-fits="true"' in dom
+
+
+@needs_chromium
+@needs_themes
+def test_the_ledger_summary_fits_a_desktop_column(site):
+    """Issue 47, item 7: the summary of the claims ledger needed a sideways scroll at 1280 px; its verdicts' headers
+    now read bottom to top (claims.css), so that each column is as wide as its counts."""
+    old = "<style>section#summary table { display: block; overflow-x: auto; max-width: 100%; }</style>"
+    assert not _ledger_summary_fits(site, old)
+    assert _ledger_summary_fits(site, _style("claims.css"))
+
+
+CLAIM_OUTPUT = ('<div class="bd-content"><div class="cell_output docutils container"><div class="output text_html">'
+                '<div class="claim-line verdict-holds"><p class="claim-statement">the computation confirms it</p></div>'
+                "</div></div></div>")
+
+
+@needs_chromium
+@needs_themes
+def test_a_claim_block_framed_in_the_dark_theme_is_reported(site):
+    """Issue 47, item 7: pydata-sphinx-theme draws a cell's HTML output on a light box in the dark theme, a grey frame
+    around every claim; claims.css's rule to undo it was less specific than the theme's."""
+    theme = f'<link rel="stylesheet" href="{PYDATA_CSS.as_uri()}">'
+    report = audited(site, CLAIM_OUTPUT, head=theme)
+    assert any("claim block(s) drawn in a box of another colour in the dark theme" in p for p in report.problems), \
+        report.problems
+    report = audited(site, CLAIM_OUTPUT, head=theme + _style("claims.css"))
+    assert report.ok, report.problems
+
+
+@needs_chromium
+def test_links_in_note_boxes_read_at_4_5_to_1_in_both_themes(site):
+    """Issue 47, item 11: a link in an exercise's box read at 4.3:1, the theme's link blue (#176de8, sphinx-book-theme's
+    primary colour) on sphinx-exercise's 10% blue tint; the check measures the links of every admonition in both
+    themes, and claims.css gives them a darker blue of the same hue in the light theme."""
+    box = ('<div class="exercise admonition"><p class="admonition-title">Exercise 5.1</p><p><em>Objective:</em> '
+           '<a class="reference internal" href="#x"><span class="std std-ref">O2.1</span></a></p></div>')
+    theme = ("<style>html[data-theme=light] a{color:#176de8} html[data-theme=dark] a{color:#528fe4}"
+             ".admonition{background:rgba(68,138,255,.1)}</style>")
+    report = audited(site, box, head=LAYOUT_HEAD + theme)
+    assert report.problems == ["a link in a note box with contrast 4.3:1 in the light theme (below 4.5:1): "
+                               "span.std.std-ref 'O2.1'"], report.problems
+    assert audited(site, box, head=LAYOUT_HEAD + theme + _style("claims.css")).ok
+
+
+def test_a_path_of_the_building_machine_in_a_page_or_its_notebook_is_reported(tmp_path):
+    """Issue 47, item 5: chapter 05 printed where its stored runs are on the machine that built it
+    (/.../book/results/...). Every page and the notebook downloaded from it are searched for the checkout's folder and
+    for paths under /tmp, /work, /root and home folders."""
+    checkout = tmp_path / "checkout"
+    (checkout / "_build" / "html" / "chapters").mkdir(parents=True)
+    (checkout / "_toc.yml").write_text("root: intro\n")
+    html = checkout / "_build" / "html"
+    chapter = html / "chapters" / "05.html"
+    assert browser.machine_paths("read from book/results/05 and https://example.org/tmp/x, file/tmp/y") == []
+    assert browser.machine_paths("/tmp/ipykernel_751/3108670509.py:5: GridEdgeWarning") == \
+        ["/tmp/ipykernel_751/3108670509.py:5:"]
+    assert browser.machine_paths(f"runs in {checkout}/book/results/05.", [checkout]) == \
+        [f"{checkout}/book/results/05."]
+    assert browser.machine_paths("/home/ada/calib/x and /root/calib and /work/main/y") == \
+        ["/home/ada/calib/x", "/root/calib", "/work/main/y"]
+    for text, found in ((f"<p>read from <code>{checkout}/book/results/05</code></p>", 1),
+                        ("<p>read from <code>book/results/05</code></p>", 0)):
+        chapter.write_text(page(text))
+        report = static_problems(html, chapter.read_text())        # written as page.html beside the site's root
+        assert sum("path(s) of the building machine in the page" in p for p in report.problems) == found
+    (html / "_sources" / "chapters").mkdir(parents=True)
+    (html / "_sources" / "chapters" / "05.ipynb").write_text('{"metadata": {"papermill": {"input_path": '
+                                                             f'"{checkout}/_build/notebooks/05.ipynb"}}}}}}')
+    report = browser.PageReport("chapters/05.html")
+    browser._check_static(report, chapter, html, browser._ids_reader())
+    assert any("in its download _sources/chapters/05.ipynb" in p for p in report.problems), report.problems
+
+
+BOOK_PAGE = ('<html data-content_root="./"><head>{head}</head><body><article><p>x</p></article>'
+             '<footer>{footer}</footer></body></html>')
+
+
+def test_every_page_of_the_book_has_an_icon_the_book_s_pdf_the_citation_file_and_a_date(site):
+    """Issue 47, items 10 and 11: a page of the book's theme (data-content_root) links a favicon, the whole book's PDF
+    (or says that this build has none), CITATION.cff, and shows the date of the build."""
+    bare = static_problems(site, BOOK_PAGE.format(head="", footer=""))
+    assert bare.problems == ["no favicon (a <link rel=\"icon\"> to a file of the site)",
+                             "no link to the whole book's PDF (nor a note that this build has none)",
+                             "no link to CITATION.cff", "no date of the build (last updated)"]
+    for name in ("favicon.svg", "book.pdf", "CITATION.cff"):
+        (site / name).write_text("x")
+    footer = ('<p class="calib-downloads">The whole book: <a class="calib-book-pdf" href="book.pdf">book.pdf</a>. '
+              '<a class="calib-citation" href="CITATION.cff">CITATION.cff</a></p><p class="last-updated">Last updated '
+              "on 2026-11-29.</p>")
+    assert static_problems(site, BOOK_PAGE.format(head='<link rel="icon" href="favicon.svg">', footer=footer)).ok
+    missing = footer.replace('<a class="calib-book-pdf" href="book.pdf">book.pdf</a>',
+                             '<span class="calib-book-pdf-missing">not part of this build</span>')
+    assert static_problems(site, BOOK_PAGE.format(head='<link rel="icon" href="favicon.svg">', footer=missing)).ok
+    assert static_problems(site, page("<article><p>not a page of the book's theme</p></article>")).ok
+
+
+@needs_chromium
+def test_the_search_ranks_the_book_s_pages_above_the_api_reference(site):
+    """Issue 47, item 11: Sphinx scores a match in an object's name (an attribute of the API reference) above a match
+    in a chapter's title; book/_static/search-scorer.js moves the reference's results below the book's pages."""
+    results = ('[["book/api/posthoc", "calib.posthoc.TemperatureScaling.temperature_", "#x", "Python attribute", 16, '
+               '"book/api/posthoc.md"], ["chapters/07-focal-calibration-map", "7. The focal calibration map and '
+               'temperature scaling", "", null, 15, "chapters/07.ipynb"], ["chapters/01-measuring-calibration", '
+               '"1. Measuring calibration", "", null, 5, "chapters/01.ipynb"], ["_modules/calib/posthoc", '
+               '"calib.posthoc", "", null, 7, "_modules/calib/posthoc.html"]]')
+    sort = ("<script>var r = " + results + "; r.forEach(function (x) { x[4] = Scorer.score(x); });"
+            "r.sort(function (a, b) { return b[4] - a[4]; });"
+            "document.body.setAttribute('data-order', r.map(function (x) { return x[0]; }).join(','));</script>")
+    (site / "search.html").write_text(page("<p>search</p>" + _script("search-scorer.js") + sort))
+    dom = browser.rendered_dom(site / "search.html", browser.find_chromium(), budget_ms=2000)
+    assert ('data-order="chapters/07-focal-calibration-map,chapters/01-measuring-calibration,book/api/posthoc,'
+            '_modules/calib/posthoc"') in dom

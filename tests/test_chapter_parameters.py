@@ -95,7 +95,7 @@ def test_chapter_05_runs_at_the_edges_of_its_parameters(tmp_path, tiny_fashion):
     assert {(r["verdict"], r["passed"], r["premise_holds"]) for r in records} == {("untested", None, False)}
     assert all(r["quote"] for r in records)
     trained = list((root / "_build" / "runs" / "05-miscalibration-dynamics").glob("quick-*/mlp-256-256/*/seed*"))
-    assert len(trained) == 9             # 4 losses x 2 seeds and the exercise's FLSD-53, in a folder keyed on the library
+    assert len(trained) == 9             # 4 losses x 2 seeds and the exercise's FLSD-53, in a library-keyed folder
     meta = json.loads((trained[0] / "meta.json").read_text())
     assert meta["config"]["epochs"] == 4 and meta["config"]["milestones"] == [2, 3]
 
@@ -143,8 +143,9 @@ def test_chapter_10_refits_at_least_one_run_whatever_verify_runs():
     """verify_runs >= 0: at 0 the chapter still refits the FL-3 run of its seed (the cell appends it), so its claim
     compares at least one run; the selection itself is a numpy choice of min(verify_runs, runs) runs."""
     source = (ROOT / "chapters" / "10-benchmark.md").read_text()
-    cell = re.search(r"check_runs = \[runs\[i\] for i in rng\.choice\(len\(runs\), size=min\(verify_runs, len\(runs\)\), "
-                     r"replace=False\)\]\nif not any\(r\.loss == \"fl-3\" for r in check_runs\):.*?\n(.*?)\n", source, re.S)
+    cell = re.search(r"check_runs = \[runs\[i\] for i in rng\.choice\(len\(runs\), "
+                     r"size=min\(verify_runs, len\(runs\)\), replace=False\)\]\n"
+                     r"if not any\(r\.loss == \"fl-3\" for r in check_runs\):.*?\n(.*?)\n", source, re.S)
     assert cell and "check_runs.append(" in cell.group(1)
     rng = np.random.default_rng(SEED_HIGH)
     assert len(rng.choice(85, size=min(0, 85), replace=False)) == 0
@@ -178,8 +179,8 @@ def test_runs_chapter_05_trains_at_other_parameters_are_kept_under_a_folder_keye
     from calib.run_config import TrainConfig
 
     source = (ROOT / "chapters" / "05-miscalibration-dynamics.md").read_text()
-    cell = re.search(r"```\{code-cell\} ipython3\n(# the full-profile runs committed under book/results.*?)\ncfg = runs",
-                     source, re.S).group(1)
+    cell = re.search(r"```\{code-cell\} ipython3\n(?::tags: .*\n)?(# the full-profile runs committed under book/results.*?)"
+                     r"\ncfg = runs", source, re.S).group(1)
     trained = []
     library = {"digest": "a" * 64}
     monkeypatch.setattr(cache, "library_digest", lambda root: library["digest"])

@@ -44,7 +44,7 @@ def test_chapter_05_reads_finished_regime_runs_with_every_diagnostic_and_no_chec
     assert (recipe["model"], recipe["epochs"], recipe["milestones"], recipe["weight_decay"], recipe["train_subset"],
             recipe["val_subset"]) == ("mlp-256-256", 40, [20, 30], 0.0, 20000, None)
     size = sum(p.stat().st_size for p in (ROOT / "book" / "results").rglob("*") if p.is_file())
-    assert size < 60 * 2 ** 20, f"book/results holds {size / 2 ** 20:.1f} MB (limit 60 MB)"
+    assert size < 100 * 2 ** 20, f"book/results holds {size / 2 ** 20:.1f} MB (limit 100 MB)"
 
 
 #: Float64 arithmetic on a run's float32 results (metrics summed over up to 20,000 samples) is reproducible only up to

@@ -3,6 +3,7 @@ tests' verdicts (a right answer is never rejected for rounding), the leak scan o
 wheel with a control, and the book locator (calib_book.paths) from a student's folder."""
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -20,14 +21,14 @@ from calib_book.timeouts import scaled  # a time limit, scaled by the machine's 
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: Expected values that the course bundle holds, each for a reason: the stored runs' records (a run's NLL is a
-#: stored result: ch07-ex-stored-focal asks for it computed from the logits; its ECE uses 10 bins, which no record
-#: holds, but Psi^3 leaves every bin over-confident, and then the ECE is the mean confidence minus the accuracy
-#: under any binning, which the stored 15-bin ECE of the map is); closed-form parts of ex-g-gamma-one whose decimal value chapter 06's table prints (only the
-#: closed form is right, so the self-answer scan, tests/test_self_answers.py, finds no self-answer); and the
-#: threshold p0(3), one end of an interval ex-flsd532 asks for, which the same table prints among the thresholds
-#: of other gammas (the intervals themselves are printed nowhere). The test fails on any other hit, and on an entry
-#: here that no longer hits, so that the list only shrinks.
+#: Expected values that the course bundle holds, each for a reason: the stored runs' records (a run's NLL is a stored
+#: result: ch07-ex-stored-focal asks for it computed from the logits; its ECE uses 10 bins, which no record holds, but
+#: Psi^3 leaves every bin over-confident, and then the ECE is the mean confidence minus the accuracy under any binning,
+#: which the stored 15-bin ECE of the map is); closed-form parts of ex-g-gamma-one whose decimal value chapter 06's
+#: table prints (only the closed form is right, so the self-answer scan, tests/test_self_answers.py, finds no
+#: self-answer); and the threshold p0(3), one end of an interval ex-flsd532 asks for, which the same table prints among
+#: the thresholds of other gammas (the intervals themselves are printed nowhere). The test fails on any other hit, and
+#: on an entry here that no longer hits, so that the list only shrinks.
 KNOWN_SELF_ANSWERS = {
     ("ch07-ex-stored-focal ece", "posthoc.json"),
     ("ch07-ex-stored-focal nll", "posthoc.json"),
@@ -51,61 +52,165 @@ def wheel(tmp_path_factory):
     return next(folder.glob("calib-*.whl"))
 
 
-def _part(value, rtol=1e-6, atol=1e-12):
-    return course.KeyPart("00-x", "ex-x", "answer", Expected(lambda: value, rtol=rtol, atol=atol), value)
+def _part(value, rtol=1e-6, atol=1e-12, **kw):
+    return course.KeyPart("00-x", "ex-x", "answer", Expected(lambda: value, rtol=rtol, atol=atol, **kw), value)
 
 
-# --- the public test's verdict -----------------------------------------------------------------------------------
-
-def test_public_verdict_never_rejects_an_answer_inside_the_tolerance_band(monkeypatch):
-    # 1,515 verdicts: the digests' key stretching (course_check.DIGEST_ITERATIONS, which makes guessing slow) is
-    # beside the point here, and the spec and the verdict use the same count
+@pytest.fixture
+def fast_digests(monkeypatch):
+    """The digests' key stretching (course_check.DIGEST_ITERATIONS, which makes guessing slow) is beside the point
+    of a test that makes hundreds of verdicts; the spec and the verdict use the same count."""
     monkeypatch.setattr(course_check, "DIGEST_ITERATIONS", 10)
-    rng = np.random.default_rng(0)
-    for value, rtol, atol in [(np.exp(-1), 1e-6, 1e-12), (24 * np.log(2), 1e-4, 1e-12), (-3.25e-7, 1e-8, 1e-12),
-                              (0.1, 0, 1e-3), (1234.5678, 1e-6, 1e-12)]:
-        spec = course.public_spec(_part(value, rtol, atol))
-        tol = atol + rtol * abs(value)
-        inside = value + tol * np.concatenate([[-1, 1, 0], rng.uniform(-1, 1, 300)])
-        assert all(course_check.public_verdict(float(x), spec) for x in inside), (value, rtol)
-        step = 10.0 ** spec["exponents"][0]
-        for outside in (value + 2.01 * step, value - 2.01 * step, value + 10 * step):
-            assert not course_check.public_verdict(float(outside), spec), (value, outside)
 
 
-def test_public_verdict_rejects_25_ln2_for_24_ln2_and_holds_no_readable_value():
-    spec = course.public_spec(_part(24 * np.log(2), rtol=1e-6))
-    assert course_check.public_verdict(24 * np.log(2), spec)
-    assert not course_check.public_verdict(25 * np.log(2), spec)
+def _three_verdicts(part: course.KeyPart, given):
+    """(check, public test, hidden test) on ``given``: right or not (a public error on the answer's form is not)."""
+    from calib_book import exercises
+
+    checked = exercises._compare(part.part, given, part.value, part.spec, f"{part.label} {part.part}").verdict
+    try:
+        public = course_check.public_verdict(given, course.public_spec(part, "5a17" * 8))
+    except AssertionError:
+        public = False
+    return checked == "right", public, course_check.hidden_verdict(given, part.form)
+
+
+def _numeric_answers(part: course.KeyPart) -> list:
+    """Answers to a numeric part around its expected value: the value, its correct rounding to the digits asked
+    and to one digit fewer, 0.4 and 0.6 of a unit off, 1 % off, the value as a decimal for a closed form."""
+    import sympy
+
+    form = part.form
+    if form["kind"] in ("exact", "symbolic"):
+        value = part.value
+        tiny = sympy.Rational(1, 10 ** 25)
+        out = [value, value + 1, value * (1 + tiny), value + sympy.Rational(1, 10 ** 8)]
+        if form["kind"] == "exact":
+            out += [float(sympy.N(value, 30)), sympy.Float(sympy.N(value, 30), 30)]
+        return out
+    if form["kind"] == "any-of":
+        form = form["options"][0]
+    e = np.asarray(part.value, dtype=float)
+    # the last digit asked: a tenth of it is a band's unit; a count's unit is 1
+    exponents = np.array([b[0] + (b[2] > 0) for b in form["bands"]], dtype=float).reshape(e.shape)
+    unit = 10.0 ** exponents
+    out = [e, e + 0.4 * unit, e - 0.4 * unit, e + 0.6 * unit, e - 0.6 * unit, e * 1.01 + unit,
+           np.round(e / unit) * unit, np.round(e / (10 * unit)) * 10 * unit]
+    return [x.tolist() for x in out]
+
+
+def test_check_the_public_and_the_hidden_tests_agree_on_every_numeric_part(fast_digests):
+    """Issue 46: the public test passed a band 3.5-19 times wider than the hidden tolerance, so that the key
+    correctly rounded to the six digits asked passed its public test and failed the hidden one in 21 of 83 numeric
+    parts (and a closed form's hidden test took a decimal). Now one rule decides, through the same integers: over
+    every numeric part of the key, and answers around it (rounded as asked, to a digit fewer, half a unit off, a
+    decimal for a closed form), check, the public and the hidden test agree on every answer, a correct rounding is
+    right, and a decimal for a closed form is not."""
+    parts = [p for p in course.key_parts() if p.rule in ("value", "any-of", "interval")
+             and p.form["kind"] not in ("text", "bool")]
+    assert len(parts) >= 90
+    disagreements, verdicts = [], 0
+    for part in parts:
+        answers = _numeric_answers(part)
+        for given in answers:
+            three = _three_verdicts(part, given)
+            verdicts += 1
+            if len(set(three)) != 1:
+                disagreements.append((part.label, part.part, given, three))
+        kind = part.form["kind"]
+        assert _three_verdicts(part, answers[0]) == (True,) * 3, (part.label, part.part)
+        if kind in ("number", "interval", "any-of"):
+            assert _three_verdicts(part, answers[6]) == (True,) * 3, (part.label, part.part)   # correctly rounded
+            assert _three_verdicts(part, answers[5]) == (False,) * 3, (part.label, part.part)  # 1 % off
+        if kind == "exact":
+            assert _three_verdicts(part, answers[4]) == (False,) * 3, (part.label, part.part)  # a decimal
+    assert disagreements == [] and verdicts > 500
+
+
+def test_a_correct_rounding_is_right_and_the_public_test_holds_no_readable_value(fast_digests):
+    part = _part(24 * np.log(2), rtol=1e-6)                          # 24 ln 2 = 16.635532...
+    spec = course.public_spec(part)
+    for given, right in [(24 * np.log(2), True), (16.6355, True), (16.63555, True), (16.6356, False),
+                         (16.64, False), (25 * np.log(2), False)]:
+        assert _three_verdicts(part, given) == (right,) * 3, given
     text = json.dumps(spec)
-    assert "16.63" not in text and "16635" not in text        # 24 ln 2 = 16.6355...
+    assert "16.63" not in text and "16635" not in text and len(spec["digests"]) == 1
 
 
-def test_public_verdict_integers_arrays_booleans_and_expressions():
-    ints = course.public_spec(_part(np.array([3, 7, 12]), rtol=0, atol=0.5))
-    assert course_check.public_verdict([3, 7, 12], ints)
-    assert not course_check.public_verdict([3, 7, 13], ints)
+def test_integers_arrays_booleans_words_and_expressions(fast_digests):
+    ints = _part(np.array([3, 7, 12]), rtol=0, atol=0.5)
+    assert _three_verdicts(ints, [3, 7, 12]) == (True,) * 3
+    assert _three_verdicts(ints, [3, 7, 13]) == (False,) * 3 == _three_verdicts(ints, [3, 7, 12.6])
     with pytest.raises(AssertionError, match="shape"):
-        course_check.public_verdict([3, 7], ints)
-    boolean = course.public_spec(_part(True))
-    assert course_check.public_verdict(True, boolean) and not course_check.public_verdict(False, boolean)
+        course_check.public_verdict([3, 7], course.public_spec(ints))
     gamma = sympy.Symbol("gamma", positive=True)
-    expression = course.public_spec(_part(sympy.exp(-gamma) / (1 + gamma)))
+    expression = _part(sympy.exp(-gamma) / (1 + gamma))
     g = sympy.Symbol("gamma")
-    assert course_check.public_verdict(sympy.exp(-g) * (g + 1) ** -1, expression)
-    assert not course_check.public_verdict(sympy.exp(-g) / (2 + g), expression)
+    assert _three_verdicts(expression, sympy.exp(-g) * (g + 1) ** -1) == (True,) * 3
+    assert _three_verdicts(expression, sympy.exp(-g) / (2 + g)) == (False,) * 3
     with pytest.raises(AssertionError, match="not answered yet"):
-        course_check.public_verdict(..., expression)
+        course_check.public_verdict(..., course.public_spec(expression))
+    closed = _part(sympy.exp(-1), exact=True)
+    assert _three_verdicts(closed, sympy.exp(-1)) == (True,) * 3 == _three_verdicts(closed, 1 / sympy.E)
+    for decimal in (float(np.exp(-1)), sympy.Float(sympy.N(sympy.exp(-1), 40), 40), sympy.exp(-1.0)):
+        assert _three_verdicts(closed, decimal) == (False,) * 3, decimal
+    with pytest.raises(AssertionError, match="a decimal: the question asks for the closed form"):
+        course_check.public_verdict(0.36787944117144233, course.public_spec(closed))
 
 
-def test_hidden_verdict_is_checks_rule():
-    assert course_check.hidden_verdict(1.0 + 5e-7, 1.0, 1e-6, 1e-12, None)
-    assert not course_check.hidden_verdict(1.0 + 5e-6, 1.0, 1e-6, 1e-12, None)
-    assert not course_check.hidden_verdict(..., 1.0, 1e-6, 1e-12, None)
-    gamma = sympy.Symbol("gamma", positive=True)
-    key = sympy.srepr(1 / (gamma + 1))
-    assert course_check.hidden_verdict(1 / (sympy.Symbol("gamma") + 1), key, 1e-6, 1e-12, {"gamma": [0.5]})
-    assert not course_check.hidden_verdict(1 / (sympy.Symbol("gamma") + 2), key, 1e-6, 1e-12, {"gamma": [0.5]})
+def test_words_and_truth_values_are_graded_by_the_hidden_test_alone():
+    """Issue 46: a verdict's public test said right or wrong, and its hint listed the three verdicts: three tries
+    read the answer. The public test now checks the form (one of the options the question names) and that a verdict
+    follows from the student's own interval; the hidden test grades it."""
+    from calib_book.answers import VERDICTS, verdict_claim
+
+    part = course.KeyPart("00-x", "ex-x", "verdict", verdict_claim(lambda: "lower", hint="h"), "lower")
+    spec = course.public_spec(part)
+    assert spec == {"kind": "text", "choices": list(VERDICTS), "verdict_on": "interval"}
+    for word in VERDICTS:
+        course_check.choice_form(word, spec)                       # no error: the public test passes all three
+        assert course_check.hidden_verdict(word, part.form) == (word == "lower")
+    with pytest.raises(AssertionError, match="expected one of"):
+        course_check.choice_form("smaller", spec)
+    course_check.verdict_follows("lower", (-0.3, -0.1))
+    with pytest.raises(AssertionError, match="does not follow from your interval"):
+        course_check.verdict_follows("higher", (-0.3, -0.1))
+
+
+def test_the_interval_rule_rejects_welch_for_paired_adaece_and_a_reversed_difference():
+    """Issue 46: the interval rule (centre within a quarter width, width within a factor 1.5) took Welch's interval
+    for a paired one, AdaECE for 15 equal-width bins, and a sign-reversed difference near 0. The runs a question fixes
+    are bit-reproducible, so each end is now graded to 3 significant digits of the width: on ch05-ex-flsd's stored runs
+    (FLSD-53 minus FL-3, final test ECE, seeds 0-4) the key's interval and its correct rounding are right, the three
+    mistakes are not, in check, the public and the hidden tests alike."""
+    from scipy import stats as st
+    from scipy.special import softmax
+
+    from calib import metrics
+    from calib.stats import paired_seed_interval
+    from calib_book.answers import ch05_miscalibration_dynamics as ch05
+    from calib_book.answers import interval_claim, interval_right
+
+    seeds = ch05._CH05_SEEDS
+    final = {loss: np.array([ch05._ch05_run(loss, s).epochs[-1]["test"]["ece"] for s in seeds])
+             for loss in ("flsd-53", "fl-3")}
+
+    def adaptive(loss, seed):
+        arrays = ch05._ch05_run(loss, seed).logits()
+        return metrics.adaptive_ece(softmax(arrays["test_logits"].astype(float), 1), arrays["test_labels"])
+
+    key = paired_seed_interval(final["flsd-53"], final["fl-3"])
+    reference = (key.low, key.high)
+    welch = st.ttest_ind(final["flsd-53"], final["fl-3"], equal_var=False).confidence_interval(0.95)
+    adaece = paired_seed_interval([adaptive("flsd-53", s) for s in seeds], [adaptive("fl-3", s) for s in seeds])
+    part = course.KeyPart("05-x", "ex-x", "interval", interval_claim(lambda: reference, hint="h"), reference)
+    assert interval_right(reference, reference) and interval_right(reference, [float(f"{v:.4g}") for v in reference])
+    for mistake in ((welch.low, welch.high), (adaece.low, adaece.high), (-key.high, -key.low)):
+        assert not interval_right(reference, mistake), mistake
+        assert _three_verdicts(part, mistake) == (False,) * 3
+    assert _three_verdicts(part, reference) == (True,) * 3
+    near_zero = (-0.010, 0.012)                                      # a reversed difference the old rule took
+    assert not interval_right(near_zero, (-0.012, 0.010)) and interval_right(near_zero, (-0.01, 0.012))
 
 
 # --- the bundle -----------------------------------------------------------------------------------------------------
@@ -124,27 +229,38 @@ def test_student_notebooks_check_with_the_grader_and_import_no_key(built):
         for label in {p.label for p in course.key_parts_cached(chapter)}:
             assert f"{course.answer_variable(label)} = dict(" in code and f"grader.check({label!r})" in code
             assert (student / "tests" / chapter / f"{label}.py").is_file()
-    assert not {"answers.py", "exercises.py", "course.py"} & {p.name for p in (student / "calib_book").iterdir()}
+    helpers = {p.name for p in (student / "calib_book").iterdir()}
+    assert not {"answers", "answers.py", "exercises.py", "course.py"} & helpers        # the key's package among them
 
 
 def test_autograder_gives_full_points_to_right_and_none_to_wrong_submissions(built):
-    rows = course.self_test(built)
-    graded = {r.chapter for r in rows}
-    assert graded == {p.chapter for p in course.key_parts()}
+    """The self-test of `make course` in the time of `make test`: every chapter's right submission graded by
+    grade() and by otter's own runner (full points from both), and each planted classic mistake by grade() (the
+    points of the parts it leaves right, none for the parts it breaks). The partly answered and the cheating
+    submissions have tests of their own (below and in the grading section); `make course` grades all five kinds with
+    both graders."""
+    rows = course.self_test(built, kinds=("right",)) + course.self_test(built, kinds=("mistakes",), otter=False)
+    assert {r.chapter for r in rows if r.kind == "right"} == {p.chapter for p in course.key_parts()}
+    assert any(r.kind == "mistakes" for r in rows)
     for row in rows:
-        assert row.points == (row.possible if row.kind == "right" else 0), row
+        assert row.as_expected, row
         assert row.possible == sum(getattr(p.spec, "points", 1) for p in course.key_parts_cached(row.chapter))
+        if row.kind == "right":
+            assert row.points == row.possible and row.otter_points == row.possible, row
+        else:
+            assert row.points < row.possible, row
 
 
-def test_autograder_gives_the_points_of_the_parts_that_are_right(built, tmp_path):
+def test_autograder_gives_the_points_of_the_exercises_that_are_answered(built, tmp_path):
+    """A submission that answers the first half of the exercises (right) and leaves the others: the points of those
+    it answered, and no more."""
     chapter = "02-focal-gradient"
-    submission = tmp_path / "first-right.ipynb"
-    nbformat.write(course.planted_submission(chapter, "first-right"), submission)
+    submission = tmp_path / "partly.ipynb"
+    nb, expected = course.planted_submission(ROOT, chapter, "partly")
+    nbformat.write(nb, submission)
     points = course.grade(built / "autograder" / f"{chapter}.zip", submission).points
-    first = {}
-    for p in course.key_parts_cached(chapter):
-        first.setdefault(p.label, getattr(p.spec, "points", 1))
-    assert points == pytest.approx(first)
+    total = sum(getattr(p.spec, "points", 1) for p in course.key_parts_cached(chapter))
+    assert sum(points.values()) == pytest.approx(expected) and 0 < expected < total
 
 
 def test_public_test_runs_from_the_students_folder(built, monkeypatch):
@@ -192,13 +308,13 @@ def test_a_cell_past_its_time_limit_is_interrupted_and_the_rest_is_graded(built,
     it). Now the cell is interrupted at its limit, the exercise it would have answered scores 0, the others count,
     and a note says why."""
     loop = "import time\nwhile True:\n    time.sleep(0.05)\n"
-    start = time.monotonic()
+    start, limit = time.monotonic(), scaled(3)
     result = _grade_cells(built, tmp_path, [loop + _answer_cell("ex-batch-by-hand"),
-                                            _answer_cell("ex-multiclass-entropy")], cell_timeout=scaled(3))
+                                            _answer_cell("ex-multiclass-entropy")], cell_timeout=limit)
     assert result.points == _none_but("ex-multiclass-entropy")
-    assert result.notes == ("code cell 1 ran past its time limit (3 s) and was interrupted: the answers it would "
-                            "have given are missing",)
-    assert time.monotonic() - start < 120
+    assert result.notes == (f"code cell 1 ran past its time limit ({limit:g} s) and was interrupted: the answers it "
+                            "would have given are missing",)
+    assert time.monotonic() - start < scaled(120)
 
 
 def test_a_cell_that_ignores_the_interrupt_ends_the_run_and_scores_zero(built, tmp_path, monkeypatch):
@@ -208,8 +324,8 @@ def test_a_cell_that_ignores_the_interrupt_ends_the_run_and_scores_zero(built, t
     loop = "import time\nwhile True:\n    try:\n        time.sleep(0.05)\n    except KeyboardInterrupt:\n        pass\n"
     result = _grade_cells(built, tmp_path, [_answer_cell("ex-multiclass-entropy"), loop], cell_timeout=scaled(3))
     assert result.points == _none_but() and result.total == 0
-    assert result.notes[-1] == "code cell 2 did not stop within 2 s of the interrupt: its kernel was killed, the " \
-                               "submission scores 0"
+    assert re.fullmatch(r"code cell 2 did not stop within [0-9.]+ s of the interrupt: its kernel was killed, the "
+                        r"submission scores 0", result.notes[-1]), result.notes
 
 
 def test_a_submission_that_kills_its_kernel_scores_zero_with_a_note(built, tmp_path):
@@ -223,22 +339,8 @@ def test_a_submission_that_kills_its_kernel_scores_zero_with_a_note(built, tmp_p
 
 
 #: A submission that reads the hidden tests from disk (otter run copied them to tests/ beside it) and answers with
-#: their expected values.
-READ_HIDDEN_TESTS = '''import glob, re, sympy
-for path in sorted(set(glob.glob("**/tests/*.py", recursive=True) + glob.glob("../**/tests/*.py", recursive=True))):
-    source = open(path).read()
-    if "HIDDEN =" not in source:
-        continue
-    space = {}
-    exec(source, space)
-    answers = {}
-    for part, spec in space["HIDDEN"].items():
-        if spec["rule"] == "value":
-            answers[part] = sympy.sympify(spec["expected"]) if spec["symbols"] is not None else spec["expected"]
-        elif spec["rule"] == "any-of":
-            answers[part] = spec["expected"][0]
-    globals()[re.sub(r"\\W", "_", space["name"])] = answers
-'''
+#: the values they hold: the self-test's planted cheat (calib_book.course._CHEAT_READ_CELL).
+READ_HIDDEN_TESTS = course._CHEAT_READ_CELL
 
 
 def test_a_submission_that_reads_the_hidden_tests_scores_nothing(built, tmp_path, monkeypatch):
@@ -257,7 +359,13 @@ def test_a_submission_that_reads_the_hidden_tests_scores_nothing(built, tmp_path
     exec(READ_HIDDEN_TESTS, space)
     answers = {name: course._encode_answer(value) for name, value in space.items() if name.startswith("ex_")}
     graded = course._apply_hidden_tests(tests, answers, 60)["results"]
-    assert sum(r["score"] for r in graded.values()) == 11
+    assert sum(r["score"] for r in graded.values()) >= 10       # the control: with the files, the cell finds them
+
+
+def _wrong_answer_cells() -> list[str]:
+    """The code cells of GRADED's planted cheat-patch submission (every answer wrong) without its patching cell."""
+    nb, _ = course.planted_submission(ROOT, GRADED, "cheat-patch")
+    return [c.source for c in nb.cells if c.cell_type == "code" and not c.source.startswith("# A cheat")]
 
 
 #: A wrong submission that makes numpy.allclose and sympy.simplify say "equal", and makes otter's test runner pass
@@ -280,8 +388,7 @@ def test_a_submission_that_patches_the_comparisons_and_the_runner_scores_nothing
     """Before: under otter run the hidden tests ran in the submission's kernel, and this wrong submission scored 15
     of 15 points (10 with the comparisons patched alone). Now they run in another process, on its answers as
     data."""
-    nb = course.planted_submission(GRADED, "wrong")
-    result = _grade_cells(built, tmp_path, [c.source for c in nb.cells] + [PATCH_THE_GRADER])
+    result = _grade_cells(built, tmp_path, _wrong_answer_cells() + [PATCH_THE_GRADER])
     assert result.points == _none_but() and result.notes == ()
 
 
@@ -295,8 +402,7 @@ def test_a_text_answer_that_sympy_would_run_as_code_runs_only_in_the_submissions
     wrong submission scored 5 of 15 points (the text patched the comparisons in its kernel, before the later tests),
     and 2 when the grader's process sympified text answers itself. The kernel now parses the text, and the grader
     reads the expression it got."""
-    nb = course.planted_submission(GRADED, "wrong")
-    cells = [c.source for c in nb.cells] + [f"ex_entropy_bound['slope'] = {PATCHING_TEXT!r}"]
+    cells = _wrong_answer_cells() + [f"ex_entropy_bound['slope'] = {PATCHING_TEXT!r}"]
     result = _grade_cells(built, tmp_path, cells)
     assert result.points == _none_but() and result.notes == ()
 
@@ -362,6 +468,14 @@ def needles():
     found, counts = leaks.key_needles(ROOT)
     assert counts["values"] >= 60                        # the scan covers the key's numbers, not a handful
     return found
+
+
+def test_the_scan_holds_every_module_of_the_key(needles):
+    """The key is a package (issue 43, item 7): the scan's key needles come from each of its modules, the registry
+    and every chapter's, not from one file."""
+    key = ROOT / "book" / "calib_book" / "answers"
+    modules = {f"answers/{p.relative_to(key).as_posix()}" for p in key.rglob("*.py")}
+    assert len(modules) >= 14 and modules <= {n.source for n in needles if n.kind == "key"}
 
 
 def test_no_student_file_and_no_wheel_holds_the_key(built, wheel, needles):
@@ -524,19 +638,20 @@ def test_parts_with_several_valid_answers_are_graded_by_their_rule_in_the_course
     path = tmp_path / "ex-rules.py"
     path.write_text(source)
     assert "0.1" not in source.split("HIDDEN =")[0].split("# --- the tests of exercise")[1]   # no public value
-    right = [dict(bound=1.0, interval=(0.12, 0.31), example=[0.5, 0.25, 0.25]),
-             dict(bound=0.2501, interval=(0.08, 0.29), example=[0.3, 0.3, 0.4])]
+    # the interval of the runs a question fixes, each end within half a unit of the 3rd digit of its width (0.0005)
+    right = [dict(bound=1.0, interval=(0.1002, 0.2998), example=[0.5, 0.25, 0.25]),
+             dict(bound=0.2501, interval=(0.0998, 0.3004), example=[0.3, 0.3, 0.4])]
     for answers in right:
         assert all(_run_test_file(path, answers).values()), answers
     wrong = dict(bound=0.5, interval=(0.5, 0.7), example=[0.9, 0.1])
     verdicts = _run_test_file(path, wrong)
-    assert not verdicts["ex-rules bound"] and not verdicts["ex-rules example"]
-    assert verdicts["ex-rules interval (its form; the interval is graded)"]          # the form is right
+    # the public test of an interval grades it as the hidden one does, through the digest of its band (no value)
+    assert not verdicts["ex-rules bound"] and not verdicts["ex-rules example"] and not verdicts["ex-rules interval"]
     if hidden:
         graded = {name.removesuffix(" (graded)"): ok for name, ok in verdicts.items() if name.endswith("(graded)")}
         assert graded == {"ex-rules bound": False, "ex-rules interval": False, "ex-rules example": False}
     malformed = _run_test_file(path, dict(bound=1.0, interval=(0.3, 0.1), example="abc"))
-    assert not malformed["ex-rules interval (its form; the interval is graded)"]
+    assert not malformed["ex-rules interval"]
     assert not malformed["ex-rules example"]
 
 
@@ -547,7 +662,8 @@ def test_check_applies_the_same_rules_as_the_course_tests():
     exercises.EXERCISES["ex-rules"] = exercises.Exercise("ex-rules", "00-x", parts)
     try:
         grade = lambda **kw: {p.part: p.verdict for p in exercises.check("ex-rules", quiet=True, **kw).parts}  # noqa
-        assert grade(bound=0.25, interval=(0.12, 0.31), example=[0.3, 0.3, 0.4]) == dict.fromkeys(parts, "right")
+        assert grade(bound=0.25, interval=(0.1002, 0.2998), example=[0.3, 0.3, 0.4]) == dict.fromkeys(parts, "right")
+        assert grade(interval=(0.12, 0.31))["interval"] == "wrong"           # within seed noise is no longer enough
         assert grade(bound=0.5, interval=(0.5, 0.7), example=[0.9, 0.1]) == dict.fromkeys(parts, "wrong")
         assert grade(interval="(0.1, 0.3)", example=None) == dict(interval="wrong", example="wrong")
     finally:

@@ -163,7 +163,8 @@ def write_cifar(path, hundred=False, n=3, seed=0):
     if hundred:
         folder, names, key, k = "cifar-100-python", ["train", "test"], "fine_labels", 100
     else:
-        folder, names, key, k = "cifar-10-batches-py", [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"], "labels", 10
+        names = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
+        folder, key, k = "cifar-10-batches-py", "labels", 10
     batches = {name: cifar_batch(rng, n, key, k) for name in names}
     if hundred:
         for b in batches.values():
@@ -268,7 +269,8 @@ def test_download_checks_the_published_md5(tmp_path, monkeypatch):
     sources = {"svhn": {name: (f"http://example.invalid/{name}", hashlib.md5(raw).hexdigest())
                         for name, raw in payload.items()}}
     monkeypatch.setattr(dataset_files, "SOURCES", sources)
-    monkeypatch.setattr(dataset_files.urllib.request, "urlopen", lambda url, timeout=None: io.BytesIO(payload[url.rsplit("/", 1)[1]]))
+    monkeypatch.setattr(dataset_files.urllib.request, "urlopen",
+                        lambda url, timeout=None: io.BytesIO(payload[url.rsplit("/", 1)[1]]))
     x_tr, y_tr, x_te, y_te = load_svhn()
     assert x_tr.shape == (5, 3, 32, 32) and (y_tr == 0).all() and len(y_te) == 3
     assert (tmp_path / "svhn" / "train_32x32.mat").is_file()

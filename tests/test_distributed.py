@@ -212,9 +212,9 @@ def test_a_run_resumes_only_on_the_number_of_processes_it_began_with(tiny_fashio
     monkeypatch.setenv("RANK", "0")
     with pytest.raises(RunConfigError, match=re.escape("a run trained by one process, and this launch has 2 processes "
                                                        "(torchrun --nproc_per_node 2)")):
-        Trainer(TrainConfig(**cfg), out, progress=False)._check_out(resume=True)     # rank 0's check, under its lock
+        Trainer(TrainConfig(**cfg), out, progress=False).folder.check(resume=True, device_type="cpu")  # rank 0's
     monkeypatch.setenv("WORLD_SIZE", "1")
-    assert Trainer(TrainConfig(**cfg), out, progress=False)._check_out(resume=True) == "resume"
+    assert Trainer(TrainConfig(**cfg), out, progress=False).folder.check(resume=True, device_type="cpu") == "resume"
 
 
 def test_from_meta_of_a_two_process_run_asks_for_two_processes(tiny_fashion, tmp_path, capsys):

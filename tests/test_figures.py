@@ -90,7 +90,8 @@ def test_the_check_catches_a_bare_figure(tmp_path):
         "```{code-cell} ipython3\nfig, ax = plt.subplots()\nax.set_title('Fig. 3: curves')\nplt.show()\n"
         "plt.plot([1, 2])\nplt.show()\n```\n\n"
         "```{code-cell} ipython3\n---\nmystnb:\n  figure:\n    caption: |\n      Curves after the paper, Fig. 2.\n"
-        "    name: fig-ok\n  image:\n    alt: ../_images/3beae1da67d121f2eaecb3af5d8ff913ee79538d8c32fd725cee8a355cb18b86.png\n"
+        "    name: fig-ok\n  image:\n"
+        "    alt: ../_images/3beae1da67d121f2eaecb3af5d8ff913ee79538d8c32fd725cee8a355cb18b86.png\n"
         "tags: [hide-input]\n---\nfig, ax = plt.subplots()\nplt.show()\n```\n")
     problems, names = figure_problems(bad)
     text = "\n".join(problems)

@@ -95,6 +95,61 @@ def private_imports(root: Path = ROOT) -> list[str]:
     return list(dict.fromkeys(problems))
 
 
+def _module_names(tree: ast.AST, root: Path) -> dict[str, str]:
+    """Name -> the calib module an import of ``tree`` binds it to (anywhere, also inside functions): ``import calib.x``
+    binds ``calib``, ``import calib.x as m`` binds ``m``, ``from calib import x`` and ``from calib.x import y`` bind
+    ``x`` and ``y`` when they are modules."""
+    names = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name == "calib" or a.name.startswith("calib."):
+                    names[a.asname or "calib"] = a.name if a.asname else "calib"
+        elif (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+              and (node.module == "calib" or node.module.startswith("calib."))):
+            for a in node.names:
+                if _is_module(f"{node.module}.{a.name}", root):
+                    names[a.asname or a.name] = f"{node.module}.{a.name}"
+    return names
+
+
+def _module_of(node: ast.AST, names: dict[str, str], root: Path) -> str | None:
+    """The calib module an expression names: a name bound to one, or a chain of submodules on it
+    (``calib.metrics.binned``); None for anything else."""
+    if isinstance(node, ast.Name):
+        return names.get(node.id)
+    if isinstance(node, ast.Attribute):
+        owner = _module_of(node.value, names, root)
+        if owner is not None and _is_module(f"{owner}.{node.attr}", root):
+            return f"{owner}.{node.attr}"
+    return None
+
+
+def private_attributes(root: Path = ROOT) -> list[str]:
+    """Every private name reached by attribute access across its boundary, as :func:`private_imports` for imports:
+    ``metrics._bin_top_label`` in a module that imported ``calib.metrics`` (a private function or constant of another
+    module), ``focal._numerics`` outside ``calib.focal`` (a private module outside its package). Dunder names
+    (``metrics.__name__``) are public."""
+    problems = []
+    for module, path in _modules(root).items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = _module_names(tree, root)
+        attributes = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and _is_private(n.attr)]
+        for node in sorted(attributes, key=lambda n: (n.lineno, n.col_offset)):
+            owner = _module_of(node.value, names, root)
+            if owner is None:
+                continue
+            target = f"{owner}.{node.attr}"
+            inside = (module + ".").startswith(owner + ".")
+            if _is_module(target, root) and not inside:
+                problems.append(f"{module}, line {node.lineno}: {ast.unparse(node)} reaches the private module "
+                                f"{target} from outside {owner}")
+            elif not _is_module(target, root) and module != owner:
+                problems.append(f"{module}, line {node.lineno}: {ast.unparse(node)} reaches the private name "
+                                f"{node.attr} of {owner}")
+    return list(dict.fromkeys(problems))
+
+
 def upward_imports(root: Path = ROOT) -> list:
     """(module, import, its layer, the import's layer) for every import of a higher layer; a submodule has the
     layer of its top-level module."""
@@ -148,6 +203,41 @@ def test_no_private_name_crosses_its_boundary():
     """Issue 31, item 4: focal._numerics was imported by losses, posthoc, selective and train, and losses.batch
     imported three private helpers of losses.functional."""
     assert private_imports() == []
+
+
+def test_no_private_name_is_reached_by_attribute_access():
+    """Issue 43, item 6: calib.simulate called ``metrics._bin_top_label`` (a private re-export of calib.metrics),
+    which the import check cannot see: the import is ``from calib import metrics``."""
+    assert private_attributes() == []
+
+
+def test_the_attribute_check_can_fail(tmp_path):
+    """A planted tree: private names reached through ``from calib import x``, ``import calib.x``, ``import calib.x as
+    m`` and ``from calib.x import y`` (a module), inside a function too; and what stays allowed: dunder names,
+    public names, a private module used inside its own package, a private attribute of an object that is no module."""
+    files = {
+        "__init__.py": "", "_validate.py": "", "simulate.py": "",
+        "metrics/__init__.py": "", "metrics/_binning.py": "", "metrics/binned.py": "",
+        "metrics/scores.py": ("from calib import metrics\nfrom calib.metrics import _binning\n"
+                              "x = metrics._binning.BLOCK + _binning.BLOCK\n"),
+        "focal/__init__.py": "", "focal/_numerics.py": "",
+        "selective.py": ("from calib import metrics\nimport calib.focal\nimport calib.metrics as M\n"
+                         "from calib.metrics import binned as B\n\n"
+                         "def f(p, self):\n    from calib import simulate\n"
+                         "    return (metrics._bin_top_label(p), calib.focal._numerics.r, M._uniform_bin, B._as_rho,\n"
+                         "            simulate._check_rng, metrics.__name__, metrics.ece, self._x, p._y,\n"
+                         "            calib._validate.check)\n"),
+    }
+    for name, text in files.items():
+        (tmp_path / "calib" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "calib" / name).write_text(text, encoding="utf-8")
+    assert private_attributes(tmp_path / "calib") == [
+        "calib.selective, line 8: metrics._bin_top_label reaches the private name _bin_top_label of calib.metrics",
+        "calib.selective, line 8: calib.focal._numerics reaches the private module calib.focal._numerics from "
+        "outside calib.focal",
+        "calib.selective, line 8: M._uniform_bin reaches the private name _uniform_bin of calib.metrics",
+        "calib.selective, line 8: B._as_rho reaches the private name _as_rho of calib.metrics.binned",
+        "calib.selective, line 9: simulate._check_rng reaches the private name _check_rng of calib.simulate"]
 
 
 def test_the_checks_can_fail(tmp_path):

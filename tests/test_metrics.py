@@ -425,28 +425,28 @@ def test_against_sklearn():
 
 @pytest.mark.parametrize("m", [1, 3, 7, 10, 15, 100])
 def test_uniform_bin_edges_exact(m):
-    edges = metrics._uniform_edges(m)
+    edges = metrics._binning.uniform_edges(m)
     on_edge = np.arange(m + 1) / m
     # exactly on edge i/m -> bin i-1 (bins are (lo, hi]); 0 -> bin 0; 1 -> last bin
-    assert metrics._uniform_bin(on_edge, m, edges).tolist() == [0] + list(range(m))
+    assert metrics._binning.uniform_bin(on_edge, m, edges).tolist() == [0] + list(range(m))
     above = np.nextafter(on_edge[:-1], 2.0)
-    assert metrics._uniform_bin(above, m, edges).tolist() == list(range(m))
+    assert metrics._binning.uniform_bin(above, m, edges).tolist() == list(range(m))
     below = np.nextafter(on_edge[1:], -1.0)
-    assert metrics._uniform_bin(below, m, edges).tolist() == list(range(m))
+    assert metrics._binning.uniform_bin(below, m, edges).tolist() == list(range(m))
 
 
 @pytest.mark.parametrize("m", [1, 2, 3, 7, 10, 15, 30, 100, 999, 1000])
 def test_uniform_bin_against_searchsorted(m):
     # searchsorted(edges, x, side="left") - 1 is the (lo, hi] bin by definition (binary search on the floats)
     rng = np.random.default_rng(m)
-    edges = metrics._uniform_edges(m)
+    edges = metrics._binning.uniform_edges(m)
     near = np.concatenate([edges, np.nextafter(edges, 2.0), np.nextafter(edges, -1.0),
                            np.nextafter(np.nextafter(edges, 2.0), 2.0), np.nextafter(np.nextafter(edges, -1.0), -1.0)])
     x = np.concatenate([rng.random(20000), rng.integers(0, m + 1, 2000) / m, near])
     x = x[(x >= 0) & (x <= 1)]
     want = np.maximum(np.searchsorted(edges, x, side="left") - 1, 0)
-    assert np.array_equal(metrics._uniform_bin(x, m, edges), want)
-    assert np.array_equal(metrics._uniform_bin(x.reshape(1, -1), m, edges)[0], want)  # 2-D, as classwise
+    assert np.array_equal(metrics._binning.uniform_bin(x, m, edges), want)
+    assert np.array_equal(metrics._binning.uniform_bin(x.reshape(1, -1), m, edges)[0], want)  # 2-D, as classwise
 
 
 def test_the_float_traps_that_the_correction_fixes():
@@ -458,13 +458,14 @@ def test_the_float_traps_that_the_correction_fixes():
     # just above an edge: the next float above fl(11/15) times 15 rounds down to 11.0, so ceil says bin 10
     above = np.nextafter(11 / 15, 2.0)
     assert math.ceil(above * 15) == 11
-    assert metrics._uniform_bin(np.array([above]), 15, metrics._uniform_edges(15)).tolist() == [11]
+    assert metrics._binning.uniform_bin(np.array([above]), 15, metrics._binning.uniform_edges(15)).tolist() == [11]
     # just below an edge: the float below 0.9 times 10 rounds up to 9.0, so floor(c*M) says bin 9
     below = np.nextafter(0.9, 0.0)
     assert math.floor(below * 10) == 9
-    assert metrics._uniform_bin(np.array([below, 0.9]), 10, metrics._uniform_edges(10)).tolist() == [8, 8]
+    edges = metrics._binning.uniform_edges(10)
+    assert metrics._binning.uniform_bin(np.array([below, 0.9]), 10, edges).tolist() == [8, 8]
     # torrvision's linspace edges are i * (1/M), not i / M: its 4th edge for M = 10 is 0.30000000000000004
-    assert np.linspace(0, 1, 11)[3] != 3 / 10 == metrics._uniform_edges(10)[3]
+    assert np.linspace(0, 1, 11)[3] != 3 / 10 == metrics._binning.uniform_edges(10)[3]
 
 
 def test_edge_conventions_in_the_metrics():
@@ -1096,3 +1097,32 @@ def test_per_sample_statistics_give_the_metrics_exactly():
         metrics.label_log_probability(zero, labels)
     with pytest.raises(ValueError, match="labels"):
         metrics.top_label_outcomes(probs, labels[:-1])
+
+
+def test_top_label_bins_are_the_bins_of_ece():
+    """Issue 43, item 6: calib.simulate read ece's bins through a private name (``metrics._bin_top_label``); they are
+    public now, ``top_label_bins``, and must be those of ece and reliability: the same counts and mean confidences,
+    with confidences on the float edges i / M, at 0 and 1, and tied across an equal-mass cut."""
+    rng = np.random.default_rng(8)
+    labels = rng.integers(0, 4, 203)
+    probs = softmax(rng.normal(size=(203, 4)) * 2, axis=1)
+    probs[:7] = [0.7, 0.1, 0.1, 0.1]                               # a tie that straddles an equal-mass cut
+    probs[7:10] = [[0.25] * 4, [1.0, 0, 0, 0], [0.4, 0.2, 0.2, 0.2]]  # 1/4, 1 and 2/5: edges of M = 4 and 5
+    conf = probs.max(1)
+    for n_bins, binning in itertools.product((1, 4, 5, 15, 300), ("uniform", "quantile")):
+        bins = metrics.top_label_bins(conf, n_bins, binning)
+        r = metrics.reliability(probs, labels, n_bins, binning)
+        counts = np.bincount(bins, minlength=n_bins)
+        assert bins.dtype == np.int64 and bins.shape == (203,) and counts.tolist() == r.counts.tolist()
+        full = counts > 0
+        mean_conf = np.bincount(bins, weights=conf, minlength=n_bins)[full] / counts[full]
+        np.testing.assert_allclose(mean_conf, r.confidence[full], rtol=1e-14)
+        if binning == "uniform":
+            assert bins.tolist() == [ref_uniform_bin(c, n_bins) for c in conf]
+        else:                                                       # by position in the sorted confidences
+            assert np.all(np.diff(bins[np.argsort(conf, kind="stable")]) >= 0)
+    assert metrics.top_label_bins(conf, 5).tolist()[7:10] == [1, 4, 1]   # 1/4 in (1/5, 2/5], 1 and 2/5 on edges
+    with pytest.raises(ValueError, match="conf must be a non-empty 1-D array of confidences in"):
+        metrics.top_label_bins([0.5, 1.2])
+    with pytest.raises(ValueError, match="binning"):
+        metrics.top_label_bins(conf, 5, "equal")

@@ -81,7 +81,8 @@ def test_quotes_keep_their_math_and_escape_the_rest():
 
 
 def test_remarks_and_corrections_keep_their_math_too():
-    rec = _rec(id="komisarenko2024/r", verdict="imprecise", quote="0.96 \\pm 0.00", correction="s.d. 0.004 at $\\gamma_{ev} = 0.05$",
+    rec = _rec(id="komisarenko2024/r", verdict="imprecise", quote="0.96 \\pm 0.00",
+               correction="s.d. 0.004 at $\\gamma_{ev} = 0.05$",
                remark="row + $\\gamma_{ev} = 0.05$ of Table 1; a lone $ stays text")
     for page in (pages.ledger_page([rec], ["02-focal-gradient"]), pages.errata_page([rec])):
         assert "at $\\gamma_{ev} = 0.05$" in page                 # paired dollars: math
@@ -100,20 +101,24 @@ def test_status_page_and_unlinked_summary():
 
 
 def test_every_entry_has_its_badge_statement_math_and_evidence_block():
-    rec = _rec(id="komisarenko2024/p5", paper="komisarenko2024", verdict="false", statement="Prop. 5: $\\hat p_j \\ge q_j$",
+    rec = _rec(id="komisarenko2024/p5", paper="komisarenko2024", verdict="false",
+               statement="Prop. 5: $\\hat p_j \\ge q_j$",
                quote="Then $\\hat p_\\gamma(\\mathbf q)_j \\ge q_j$", correction="true for $n \\le 3$",
                evidence="p_hat_j - q_j = -0.01 < 0 at n = 4")
     for page in (pages.ledger_page([rec], ["02-focal-gradient"]), pages.errata_page([rec])):
         assert '<span class="claim-badge verdict-false">false</span>' in page
         assert "\nProp. 5: $\\hat p_j \\ge q_j$\n" in page                     # the statement's math kept
         assert "*What holds:* true for $n \\le 3$" in page
-        assert '<p class="claim-evidence"><span class="claim-label">Evidence:</span> p_hat_j - q_j = -0.01 &lt; 0' in page
+        assert ('<p class="claim-evidence"><span class="claim-label">Evidence:</span> p_hat_j - q_j = -0.01 &lt; 0'
+                in page)
 
 
 @pytest.mark.parametrize("quote, shown", [
     # issue 26: a formula the paper's text gives as TeX without dollars is one formula, whole
-    (r"\text{CE}_{\rho}(f)\geq\begin{cases}k\cdot\operatorname{cwECE}_{\rho}(f),\\ \operatorname{ECE}(f),\end{cases}\geq 0",
-     r"$\text{CE}_{\rho}(f)\geq\begin{cases}k\cdot\operatorname{cwECE}_{\rho}(f),\\ \operatorname{ECE}(f),\end{cases}\geq 0$"),
+    (r"\text{CE}_{\rho}(f)\geq\begin{cases}k\cdot\operatorname{cwECE}_{\rho}(f),\\ \operatorname{ECE}(f),"
+     r"\end{cases}\geq 0",
+     r"$\text{CE}_{\rho}(f)\geq\begin{cases}k\cdot\operatorname{cwECE}_{\rho}(f),\\ \operatorname{ECE}(f),"
+     r"\end{cases}\geq 0$"),
     (r"\forall s \geq 0 : \frac{1}{1 + e^{-s}} < FC(s)", r"$\forall s \geq 0 : \frac{1}{1 + e^{-s}} < FC(s)$"),
     ("Apart from this modification, ff^{\\prime} is identical to ff.",
      "Apart from this modification, $ff^{\\prime}$ is identical to ff."),

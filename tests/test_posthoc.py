@@ -3,6 +3,7 @@ Secs. 4.2, 5.1 and 5.2): fits against brute force, the grid kernel against the p
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 import numpy as np
@@ -454,9 +455,10 @@ def test_old_attribute_names_are_deprecated_aliases():
             value = getattr(ts, old)
         assert value is getattr(ts, old + "_")
     fts = FocalTemperatureScaling(temperatures=np.linspace(0.5, 4, 8), gammas=[0.0, 1.0]).fit(z, y)
-    for old in ("gamma", "temperature", "score", "grid_scores", "path"):
+    for old in ("gamma", "temperature", "grid_scores", "path"):
         with pytest.warns(DeprecationWarning, match=f"FocalTemperatureScaling.{old} is deprecated"):
             assert getattr(fts, old) is getattr(fts, old + "_")
+    assert not hasattr(fts, "score")       # scikit-learn's name of a scoring method: no alias of score_ (issue 43)
     with pytest.warns(DeprecationWarning):
         ts.temperature = 3.0
     assert ts.temperature_ == 3.0
@@ -479,7 +481,7 @@ def test_array_policy_tensor_in_tensor_out_numpy_in_float64_out():
     assert isinstance(p_map, torch.Tensor) and p_map.dtype == torch.float32
     assert isinstance(metrics.ece(torch.tensor(reference), torch.tensor(y)), float)   # metrics: a float
     with pytest.raises(ValueError, match="NaN"):
-        ts.predict_proba(torch.full((2, 3), float("nan")))
+        ts.predict_proba(torch.full((2, 5), float("nan")))           # 5 columns: the K of the fit
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -805,6 +807,7 @@ def test_fitted_maps_follow_the_array_policy(name):
     t, gamma = fitted.params.get("temperature", 1.0), fitted.params.get("gamma")
     estimator = (TemperatureScaling() if gamma is None else FocalTemperatureScaling())
     estimator.temperature_, estimator.gamma_ = t, gamma      # the same map as an estimator
+    estimator.n_features_in_, estimator.classes_ = z.shape[1], np.arange(z.shape[1])   # fitted on K = 5
     assert isinstance(fitted.proba(z), np.ndarray) and fitted.proba(z).dtype == np.float64
     for dtype, atol in ((torch.float64, 1e-15), (torch.float32, 1e-6), (torch.bfloat16, 1e-2)):
         zt = torch.tensor(z, dtype=dtype)
@@ -846,3 +849,118 @@ def test_fit_temperature_grid_warns_at_the_edge_as_the_estimator_does():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert 0.5 < fit_temperature_grid(z, y)[0] < 2                  # an inner optimum: silent
+
+
+# ----------------------------------------------------------------------------------------------------------
+# issue 43, item 5: tests that kill the mutants the suite let live
+# ----------------------------------------------------------------------------------------------------------
+
+def test_ece_grid_redoes_rows_whose_top_logits_differ_by_one_ulp():
+    """Two top logits one float64 ulp apart: z / T can round them to one float, and then the argmax of softmax(z / T)
+    (the first of the two, what metrics.ece sees) is not the argmax of z. The grid redoes such rows with the whole
+    row; without that, 200 rows labelled with the larger column counted as correct. (The older test cast its near
+    ties to float32, which made them exact ties, where both argmaxes agree.)"""
+    rng = np.random.default_rng(14)
+    z = rng.normal(size=(400, 5)) * 2
+    top = z.max(axis=1) + 1.0
+    z[:, 0], z[:, 3] = top, np.nextafter(top, np.inf)          # column 3 is the larger, by one ulp
+    y = rng.integers(0, 5, 400)
+    y[:200], y[200:300] = 3, 0
+    probs = [softmax(z / t, axis=1) for t in MUKHOTI_GRID]
+    assert sum(int((p.argmax(axis=1) == 0).sum()) for p in probs) > 1000     # the rounding does flip the argmax
+    brute = np.array([metrics.ece(p, y) for p in probs])
+    with pytest.warns(GridEdgeWarning):
+        t, scores = fit_temperature_grid(z, y)
+    np.testing.assert_array_equal(scores, brute)
+    with pytest.warns(GridEdgeWarning):
+        np.testing.assert_array_equal(TemperatureScaling("ece").fit(z, y).grid_scores_, brute)
+
+
+def test_the_grid_fits_take_the_first_of_equal_best_scores_in_the_grids_order():
+    """Saturated logits give every temperature the same ECE (confidence 1.0, the error rate): the fit is the grid's
+    first temperature in the order given, not the last nor the smallest."""
+    z, y = calibrated_logits(300, seed=24)
+    z = 1000.0 * (z == z.max(axis=1, keepdims=True))             # confidence exactly 1.0 at every T below
+    grid = [2.0, 1.0, 3.0, 2.5]
+    with pytest.warns(GridEdgeWarning):
+        ts = TemperatureScaling("ece", grid=grid).fit(z, y)
+    assert np.ptp(ts.grid_scores_) == 0 and ts.temperature_ == 2.0
+    with pytest.warns(GridEdgeWarning):
+        assert fit_temperature_grid(z, y, grid=grid)[0] == 2.0
+    with pytest.warns(GridEdgeWarning):
+        assert fit_temperature_grid(z, y, grid=grid, score=lambda p, labels: 0.5)[0] == 2.0
+
+
+def test_grid_edge_reports_exactly_the_edge_share_of_points():
+    """The edge is the first and last ceil(5 %) of the points with noise (5 of 100), one point without: a best at
+    index 4 is at the low edge and one at index 5 is not; at 95 it is at the high edge and at 94 not."""
+    from calib.posthoc.grid import grid_edge as _grid_edge
+
+    grid = np.arange(1, 101) * 0.1
+
+    def edge(best_at, noise):
+        scores = np.ones(100)
+        scores[best_at] = 0.0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", GridEdgeWarning)
+            return _grid_edge(grid, scores, noise, lambda e: "wider")
+
+    import warnings
+    assert [edge(i, 0.01) for i in (4, 5, 94, 95)] == ["low", None, None, "high"]
+    assert [edge(i, 0.0) for i in (0, 1, 98, 99)] == ["low", None, None, "high"]
+    assert _grid_edge(grid[:1], np.zeros(1), 0.01, lambda e: "wider") is None           # one point: no edge
+
+
+def test_ts_ece_and_fit_temperature_grid_are_one_fit_and_warn_at_the_callers_line():
+    """TemperatureScaling('ece') and fit_temperature_grid share their scores, choice and edge check
+    (_best_on_grid): the same T, scores and edge on any data, and the edge warning names the caller's file."""
+    rng = np.random.default_rng(5)
+    z = rng.normal(size=(2000, 10))
+    y = np.array([rng.choice(10, p=np.exp(r) / np.exp(r).sum()) for r in z])
+    edges = []
+    for logits in (z, 40 * z, 12 * z):                 # an inner optimum, one at the edge, one within noise of it
+        with warnings_recorded() as first:
+            ts = TemperatureScaling("ece").fit(logits, y)
+        with warnings_recorded() as second:
+            t, scores = fit_temperature_grid(logits, y)
+        assert t == ts.temperature_ and np.array_equal(scores, ts.grid_scores_)
+        assert [w.category for w in first] == [w.category for w in second] == ([GridEdgeWarning] if ts.at_edge_
+                                                                               else [])
+        assert all(w.filename == __file__ for w in first + second)
+        edges.append((ts.temperature_, ts.at_edge_))
+    assert edges[1:] == [(10.0, "high"), (9.9, "high")] and edges[0][1] is None
+
+
+@contextlib.contextmanager
+def warnings_recorded():
+    """Every warning raised inside, in a list (each one, also a repeat from the same line)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield caught
+
+
+def test_focal_map_and_the_posthoc_maps_check_a_tensor_alike():
+    """focal_map had a copy of the post-hoc maps' tensor check (now one function, calib._validate.checked_tensor):
+    each bad tensor gets the same ValueError from both, and a tensor on the meta device or a sparse one, which the
+    metrics refuse by name, raised torch's RuntimeError or NotImplementedError from both before."""
+    from calib.posthoc._common import scaled_softmax        # what every map's predict_proba applies a tensor to
+
+    z, y = calibrated_logits(300, k=3, seed=27)
+    ts = TemperatureScaling().fit(z, y)
+    bad = {"shape": torch.zeros(3), "rows": torch.zeros((0, 3)), "columns": torch.zeros((4, 1)),
+           "finite": torch.tensor([[0.0, float("inf"), 1.0]]), "meta": torch.zeros((4, 3), device="meta"),
+           "sparse": torch.eye(3).to_sparse()}
+    for what, tensor in bad.items():
+        messages = []
+        for apply in (lambda t: focal_map(t, 1.0), lambda t: scaled_softmax(t, 2.0),
+                      lambda t: metrics.ece(t, torch.zeros(len(t)))):
+            with pytest.raises(ValueError, match="logits|probs") as caught:
+                apply(tensor)
+            messages.append(str(caught.value))
+        assert messages[0] == messages[1], what
+        if what in ("meta", "sparse"):
+            assert messages[2] == messages[0].replace("logits", "probs"), what
+    whole = torch.tensor(np.round(z).astype(np.int64))       # integers are read as float64 by both
+    assert focal_map(whole, 0.0).dtype == ts.predict_proba(whole).dtype == torch.float64

@@ -4,11 +4,16 @@ them in the long format of chapter 10's results (calib.published; calib.experime
 import csv
 from collections import Counter
 
+import numpy as np
 import pytest
 from scipy.stats import binomtest as scipy_binomtest
 
-from calib.published import (PUBLISHED_COLUMNS, STAGE_MAPS, published_dir, published_rows, read_published,
-                             read_published_tables)
+from calib.published import (PUBLISHED_COLUMNS, STAGE_MAPS, Recount, agree_as_printed, canonical_loss, cell_text,
+                             coinciding_rows, grid_label, kendall_by_seed, label_key, paired_cells, paper_layout,
+                             pre_post_pairs, printed_unit, published_dir, published_rows, read_published,
+                             read_published_tables, recount, reproduction_rows, same_direction, select,
+                             setting_values, temperature_lookup)
+from calib.stats import decide, seed_interval
 
 PAPERS = ("mukhoti2020", "charoenphakdee2021", "komisarenko2024", "karandikar2021", "zhou2025")
 
@@ -80,14 +85,6 @@ def test_malformed_files_say_where(tmp_path):
 
 
 # --- the analysis functions of chapter 11 ---------------------------------------------------------------------
-
-import numpy as np
-
-from calib.published import (Recount, agree_as_printed, canonical_loss, cell_text, coinciding_rows, grid_label,
-                             kendall_by_seed, label_key, paired_cells, paper_layout, pre_post_pairs, printed_unit,
-                             recount, reproduction_rows, same_direction, select, setting_values,
-                             temperature_lookup)
-from calib.stats import decide, seed_interval
 
 
 def _row(**kw):
@@ -265,9 +262,41 @@ def test_paper_losses_and_majority():
     assert set(k) == {"ce", "fl-3", "flsd-53"}
     with pytest.raises(ValueError, match="two printed"):
         paper_losses(select(read_published("mukhoti2020"), table="Table 1"), labels, "CIFAR-10", "ResNet 50")
-    h, n, i = (decide(seed_interval(v), "greater") for v in ([1, 1.1, 0.9], [-1, -1.1, -0.9], [-1, 1, 0.1]))
-    assert majority_verdict([h, h, i]) == "holds" and majority_verdict([n, n, h]) == "not-reproduced"
-    assert majority_verdict([h, n, i]) == "inconclusive" and majority_verdict([h, n]) == "inconclusive"
+    from calib.stats import decide_any
+
+    h, n, i = (seed_interval(v) for v in ([1, 1.1, 0.9], [-1, -1.1, -0.9], [-1, 1, 0.1]))
+    assert majority_verdict(decide_any({"a": h, "b": h, "c": i})) == "holds"
+    assert majority_verdict(decide_any({"a": n, "b": n, "c": h})) == "not-reproduced"
+    assert majority_verdict(decide_any({"a": h, "b": n, "c": i})) == "inconclusive"
+    assert majority_verdict(decide_any({"a": h, "b": n})) == "not-reproduced"      # "most of two" needs both
+
+
+def _interval_with_p(p, df=4, level=0.95):
+    """A t-interval whose one-sided p-value of "greater than 0" is ``p``."""
+    from scipy import stats as st
+
+    from calib.stats import Interval
+
+    estimate = float(st.t.isf(p, df))
+    half = float(st.t.ppf(0.5 + level / 2, df))
+    return Interval(estimate, estimate - half, estimate + half, level, df + 1, "t", 1.0, float(df))
+
+
+def test_majority_verdict_corrects_for_the_family():
+    # three comparisons each holding at the unadjusted 2.5 % level (p = 0.02): counted one by one they made a
+    # majority ("holds"); after Holm's correction over the family (3 x 0.02 = 0.06) none holds
+    from calib.published import majority_verdict
+    from calib.stats import decide, decide_any, decide_every
+
+    family = {name: _interval_with_p(0.02) for name in "abc"}
+    assert all(decide(v).verdict == "holds" for v in family.values())
+    assert majority_verdict(decide_any(family)) == "inconclusive"
+    family["a"] = family["b"] = _interval_with_p(0.001)
+    assert majority_verdict(decide_any(family)) == "holds"                # Holm: 0.003, 0.003, 0.02
+    with pytest.raises(ValueError, match="decide_any"):
+        majority_verdict([decide(v) for v in family.values()])
+    with pytest.raises(ValueError, match="decide_any"):
+        majority_verdict(decide_every(family))
 
 
 def test_select_and_printed_row_values():
@@ -281,3 +310,38 @@ def test_select_and_printed_row_values():
     # a row with an unreadable cell never counts as a coincidence
     assert coinciding_rows(rows + [dict(r, table="Table 2") for r in rows], min_cells=1) == \
         [(("Table 1", "D", "M"), ("Table 2", "D", "M"), 2)]
+
+
+def test_printed_difference_interval_is_welchs_t_test_from_the_printed_sem():
+    from scipy import stats as scipy_stats
+
+    from calib.published import printed_difference_interval
+
+    # Karandikar et al. (2021), Table 2, CIFAR-100: NLL 9.10 ± .139 against NLL + SB-ECE 6.86 ± .839 (10 runs)
+    iv = printed_difference_interval(9.10, 0.139, 6.86, 0.839, runs=10)
+    ref = scipy_stats.ttest_ind_from_stats(9.10, 0.139 * np.sqrt(10), 10, 6.86, 0.839 * np.sqrt(10), 10,
+                                           equal_var=False, alternative="greater")
+    assert iv.estimate == pytest.approx(2.24, abs=1e-12)
+    assert iv.p_value("greater", 0.0) == pytest.approx(ref.pvalue, rel=1e-10)
+    assert iv.se == pytest.approx(np.hypot(0.139, 0.839), rel=1e-12)
+    assert iv.df == pytest.approx(np.hypot(0.139, 0.839) ** 4 / ((0.139 ** 4 + 0.839 ** 4) / 9), rel=1e-12)
+    half = scipy_stats.t.ppf(0.975, iv.df) * iv.se
+    assert (iv.low, iv.high) == pytest.approx((2.24 - half, 2.24 + half), rel=1e-12)
+    assert iv.n == 10 and "printed means" in iv.method
+    # equal SEMs: the Welch degrees of freedom are 2 (runs - 1), those of the pooled t-test
+    assert printed_difference_interval(1.0, 0.1, 0.5, 0.1, runs=10).df == pytest.approx(18.0, rel=1e-12)
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(mean_a=1.0, sem_a=-0.1, mean_b=0.5, sem_b=0.1, runs=10), "sem_a must be a standard error >= 0"),
+    (dict(mean_a=float("nan"), sem_a=0.1, mean_b=0.5, sem_b=0.1, runs=10), "mean_a must be one finite"),
+    (dict(mean_a=1.0, sem_a=0.1, mean_b=0.5, sem_b=0.1, runs=1), "runs must be the number of runs"),
+    (dict(mean_a=1.0, sem_a=0.1, mean_b=0.5, sem_b=0.1, runs=10, level=1.5), "level must lie in (0, 1)"),
+])
+def test_printed_difference_interval_refuses_bad_input(kwargs, words):
+    import re
+
+    from calib.published import printed_difference_interval
+
+    with pytest.raises(ValueError, match=re.escape(words)):
+        printed_difference_interval(**kwargs)

@@ -356,18 +356,18 @@ def test_the_cpu_kernel_refusal_says_what_differs(tmp_path, monkeypatch):
     """Issue 45, 4.7: a resume refused under the same instruction set (other variables) said "a run resumed across
     instruction sets matches neither", naming one instruction set twice. Each case now says what differs."""
     from calib._reproducible import cpu_kernel_setting
-    from calib.train import Trainer
+    from calib.runs import RunFolder
 
     for name in ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA"):
         monkeypatch.setenv(name, {"ATEN_CPU_CAPABILITY": "avx2"}.get(name, "AVX2"))
     monkeypatch.delenv("CALIB_CPU_ISA", raising=False)
     now = cpu_kernel_setting()["capability"]
-    trainer = Trainer(TrainConfig(**TINY, device="cpu"), tmp_path / "run")
+    folder = RunFolder(tmp_path / "run", TrainConfig(**TINY, device="cpu").resolved().identity())
     native = {"CALIB_CPU_ISA": "native", "ATEN_CPU_CAPABILITY": None, "MKL_ENABLE_INSTRUCTIONS": None,
               "ONEDNN_MAX_CPU_ISA": None}
 
     with pytest.raises(RunConfigError) as same:
-        trainer._check_cpu_kernels({"device": "cpu", "cpu_capability": now, "cpu_kernels": native})
+        folder.check_cpu_kernels({"device": "cpu", "cpu_capability": now, "cpu_kernels": native}, "cpu")
     message = str(same.value)
     assert f"begun with torch's CPU kernels on {now} (CALIB_CPU_ISA=native), and this process runs {now} too but " \
            f"under other variables (ATEN_CPU_CAPABILITY=avx2" in message
@@ -375,12 +375,13 @@ def test_the_cpu_kernel_refusal_says_what_differs(tmp_path, monkeypatch):
 
     other = "AVX512" if now != "AVX512" else "AVX2"
     with pytest.raises(RunConfigError) as across:
-        trainer._check_cpu_kernels({"device": "cpu", "cpu_capability": other, "cpu_kernels": native})
+        folder.check_cpu_kernels({"device": "cpu", "cpu_capability": other, "cpu_kernels": native}, "cpu")
     message = str(across.value)
     assert f"begun with torch's CPU kernels on {other} (CALIB_CPU_ISA=native), and this process runs {now} " \
            f"(ATEN_CPU_CAPABILITY=avx2" in message and "does not continue bit for bit across instruction sets" in message
-    trainer._check_cpu_kernels({"device": "cpu", "cpu_capability": now,          # the same setting: resumed
-                                "cpu_kernels": cpu_kernel_setting()["variables"]})
+    folder.check_cpu_kernels({"device": "cpu", "cpu_capability": now,            # the same setting: resumed
+                              "cpu_kernels": cpu_kernel_setting()["variables"]}, "cpu")
+    folder.check_cpu_kernels({"device": "cpu", "cpu_capability": other, "cpu_kernels": native}, "cuda")  # no CPU
 
 
 def test_a_resume_on_a_cpu_whose_kernels_compute_otherwise_is_refused(tmp_path):
@@ -389,18 +390,18 @@ def test_a_resume_on_a_cpu_whose_kernels_compute_otherwise_is_refused(tmp_path):
     epoch). A run records its kernel fingerprint, and a resume under another is refused, naming both; the same
     fingerprint resumes, and a run that records none (written before it existed) is judged by its setting alone."""
     from calib._reproducible import cpu_kernel_setting, kernel_fingerprint
-    from calib.train import Trainer
+    from calib.runs import RunFolder
 
-    trainer = Trainer(TrainConfig(**TINY, device="cpu"), tmp_path / "run")
+    folder = RunFolder(tmp_path / "run", TrainConfig(**TINY, device="cpu").resolved().identity())
     setting = cpu_kernel_setting()
     meta = {"device": "cpu", "cpu_capability": setting["capability"], "cpu_kernels": setting["variables"],
             "device_name": "CPU: Some Other (2 cores)"}
     here = kernel_fingerprint()
     with pytest.raises(RunConfigError, match=rf"kernel fingerprint 0123456789abcdef then, {here['torch']} here.*"
                                              r"Some Other"):
-        trainer._check_cpu_kernels({**meta, "cpu_fingerprint": {**here, "torch": "0123456789abcdef"}})
-    trainer._check_cpu_kernels({**meta, "cpu_fingerprint": here})                    # the same kernels: resumed
-    trainer._check_cpu_kernels(meta)                                                 # none recorded: the setting
+        folder.check_cpu_kernels({**meta, "cpu_fingerprint": {**here, "torch": "0123456789abcdef"}}, "cpu")
+    folder.check_cpu_kernels({**meta, "cpu_fingerprint": here}, "cpu")                # the same kernels: resumed
+    folder.check_cpu_kernels(meta, "cpu")                                             # none recorded: the setting
     run = train(TrainConfig(**TINY, device="cpu"), tmp_path / "fresh", progress=False)
     assert run.meta["cpu_fingerprint"] == here                                       # a run records it
 
@@ -425,3 +426,131 @@ def test_kernels_match_decides_by_fingerprint_and_else_by_the_recorded_setting()
     mismatch = kernels_match({**legacy, "device_name": other})
     assert mismatch["torch"] is False and "CPU vendor" in mismatch["why"]
     assert kernels_match({**legacy, "device": "cuda:0"})["torch"] is False
+
+
+# ------------------------------------------------------------------------- durability (issue 43, item 7)
+
+def _record_fsyncs_and_replaces(monkeypatch):
+    """Record, in order, every os.fsync (what it flushes: a file's name and size then, or a folder) and every
+    os.replace, calling the real functions."""
+    import stat
+
+    calls, real_fsync, real_replace = [], os.fsync, os.replace
+
+    def fsync(fd):
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            calls.append(("fsync folder", os.readlink(f"/proc/self/fd/{fd}")))
+        else:
+            calls.append(("fsync file", Path(os.readlink(f"/proc/self/fd/{fd}")).name, info.st_size))
+        return real_fsync(fd)
+
+    def replace(src, dst, *a, **k):
+        calls.append(("replace", Path(src).name, Path(dst).name))
+        return real_replace(src, dst, *a, **k)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    return calls
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="names an open file through /proc/self/fd (Linux)")
+def test_write_atomic_flushes_the_file_before_the_rename_and_the_folder_after(tmp_path, monkeypatch):
+    """Issue 43, item 7: write_atomic wrote a temporary and renamed it, with no fsync: after a power cut, ext4 and
+    XFS may keep the rename and lose the data (an empty meta.json or checkpoint.pt under the name). The temporary's
+    whole content is now flushed before os.replace, and the folder (the rename) after it; each file of a run
+    (meta.json, logits.npz, checkpoint.pt) is written so."""
+    calls = _record_fsyncs_and_replaces(monkeypatch)
+    runs.write_json(tmp_path / "meta.json", {"x": 1})
+    text = (tmp_path / "meta.json").read_bytes()
+    assert len(calls) == 3, calls
+    (kind, flushed, size), (_, src, dst), folder = calls
+    assert kind == "fsync file" and flushed == src and src.startswith(".meta.json.") and size == len(text)
+    assert dst == "meta.json" and folder == ("fsync folder", str(tmp_path))
+    calls.clear()
+    folder = runs.RunFolder(tmp_path, {"loss": "ce"})
+    folder.write_logits(_logits())
+    folder.write_checkpoint({"config": {"loss": "ce"}, "epoch": 1, "model": {}, "optimizer": {}})
+    assert [c[0] for c in calls] == ["fsync file", "replace", "fsync folder"] * 2
+    assert [c[2] for c in calls if c[0] == "replace"] == ["logits.npz", "checkpoint.pt"]
+
+
+def test_a_failing_flush_keeps_the_old_file_and_says_the_disk_is_full(tmp_path, monkeypatch):
+    """A flush that finds the device full (ENOSPC from fsync: delayed allocation, network file systems) is a full
+    disk like any other: DiskFullError, the temporary removed, the previous file intact (before, nothing was
+    flushed and the error came, if at all, after the rename)."""
+    runs.write_json(tmp_path / "meta.json", {"epoch": 1})
+
+    def no_space(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", no_space)
+    with pytest.raises(runs.DiskFullError, match="no space left on the device"):
+        runs.write_json(tmp_path / "meta.json", {"epoch": 2})
+    assert json.loads((tmp_path / "meta.json").read_text()) == {"epoch": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["meta.json"]
+
+
+class _Planted:
+    """An object whose unpickling opens (creates) a file: what a planted checkpoint could run instead."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_a_planted_checkpoint_runs_no_code_when_its_config_is_read(tmp_path, capsys):
+    """Issue 43, item 7: a checkpoint was read with torch.load(weights_only=False), for its config too (run_owner,
+    --restart, a resume's check): a checkpoint.pt planted in a folder could run any code. It is now read with
+    weights_only=True: the object is refused, nothing runs, and the error names the file and the object."""
+    out, marker = tmp_path / "run", tmp_path / "ran"
+    out.mkdir()
+    torch.save({"config": {"loss": "ce"}, "epoch": 1, "model": {}, "optimizer": {}, "payload": _Planted(marker)},
+               out / "checkpoint.pt")
+    owner, why = run_owner(out, {"loss": "ce"})
+    assert (owner, marker.exists()) == ("unknown", False)
+    assert "holds a Python object (io.open) that no calib checkpoint holds" in why
+    with pytest.raises(CorruptRunError, match=r"checkpoint.pt holds a Python object \(io.open\).*weights_only=True"):
+        runs.read_checkpoint(out / "checkpoint.pt", "cpu")
+    rc, err = _cli(["train", *sum(([f"--{k.replace('_', '-')}", str(v)] for k, v in TINY.items()), []),
+                    "--out", str(out), "--resume", "--no-progress"], capsys)
+    assert rc == 1 and "io.open" in err and not marker.exists()
+
+
+def test_a_checkpoint_holds_only_what_weights_only_loading_reads_and_restores_the_random_states(tmp_path):
+    """Issue 43, item 7: a checkpoint held numpy's random state as a numpy array, which torch.load(weights_only=True)
+    refuses. It now holds tensors, dicts, lists, numbers and strings only (numpy's key as an int64 tensor): torch's
+    restricted loader reads it without any allowed global, and the random states it restores draw what they would
+    have drawn. A checkpoint written before (numpy's state as its tuple) is still read and restored."""
+    import random
+
+    from calib.train import Trainer
+
+    trainer = Trainer(TrainConfig(**TINY), tmp_path / "run", progress=False)
+    trainer.history, trainer.epoch, trainer.wall_time = {"epochs": [{"lr": 0.05, "test": None}]}, 1, 0.5
+    model = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    model(torch.ones(1, 3)).sum().backward()
+    optimizer.step()                                        # a momentum buffer in the optimiser's state
+    trainer.model, trainer.optimizer = model, optimizer
+    trainer.scheduler = torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones=[1], gamma=0.1)
+    trainer.device = torch.device("cpu")
+    (tmp_path / "run").mkdir()
+    np.random.seed(7), random.seed(7), torch.manual_seed(7)
+    trainer.save_checkpoint()
+    expected = (np.random.random(3), random.random(), torch.rand(3))
+    state = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)        # no global allowed
+    assert isinstance(state["rng"]["numpy"]["key"], torch.Tensor) and state["epoch"] == 1
+    for save_as_before in (False, True):
+        if save_as_before:                                  # numpy's state as numpy gives it, as calib wrote it
+            np.random.seed(7)
+            state["rng"]["numpy"] = np.random.get_state()
+            torch.save(state, tmp_path / "run" / "checkpoint.pt")
+        np.random.seed(0), random.seed(0), torch.manual_seed(0)
+        trainer.load_checkpoint()
+        drawn = (np.random.random(3), random.random(), torch.rand(3))
+        assert np.array_equal(drawn[0], expected[0]) and drawn[1] == expected[1] and torch.equal(drawn[2], expected[2])
+        assert torch.equal(trainer.optimizer.state_dict()["state"][0]["momentum_buffer"],
+                           optimizer.state_dict()["state"][0]["momentum_buffer"])

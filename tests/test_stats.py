@@ -33,7 +33,8 @@ def test_paired_bootstrap_agrees_with_scipy_bootstrap():
     pa = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
     pb = np.exp(0.5 * logits) / np.exp(0.5 * logits).sum(1, keepdims=True)
     ours = paired_bootstrap(metrics.nll, pa, pb, labels, n_resamples=2000, seed=0)
-    ref = scipy_stats.bootstrap((np.arange(n),), lambda i: metrics.nll(pa[i], labels[i]) - metrics.nll(pb[i], labels[i]),
+    ref = scipy_stats.bootstrap((np.arange(n),),
+                                lambda i: metrics.nll(pa[i], labels[i]) - metrics.nll(pb[i], labels[i]),
                                 vectorized=False, n_resamples=2000, method="percentile", random_state=0)
     width = ref.confidence_interval.high - ref.confidence_interval.low
     assert ours.estimate == pytest.approx(metrics.nll(pa, labels) - metrics.nll(pb, labels))
@@ -82,7 +83,8 @@ def test_combine():
     (lambda: paired_seed_interval([1, 2, 3], [1, 2]), "same seeds"),
     (lambda: decide(_iv(0, 1), "up"), "direction"),
     (lambda: combine([]), "empty"),
-    (lambda: paired_bootstrap(metrics.nll, np.ones((3, 2)) / 2, np.ones((3, 2)) / 2, [0, 1], n_resamples=200), "labels"),
+    (lambda: paired_bootstrap(metrics.nll, np.ones((3, 2)) / 2, np.ones((3, 2)) / 2, [0, 1], n_resamples=200),
+     "labels"),
 ])
 def test_bad_input_is_named(call, match):
     with pytest.raises(ValueError, match=match):
@@ -291,7 +293,7 @@ def test_detectable_difference_has_its_power_by_simulation_and_the_normal_limit(
         stats.seeds_needed(1.0, 0.0)
 
 
-# ---------------------------------------------------------------- issue 41: the procedure, on data whose answer is known
+# --------------------------------------------------------------- issue 41: the procedure, on data whose answer is known
 
 def _null_family(rng, m=14, n_seeds=5):
     """m comparisons with no effect: paired per-seed differences drawn around 0."""
@@ -315,7 +317,8 @@ def test_holm_keeps_the_family_wise_error_of_a_null_family_and_unadjusted_interv
 
 def test_intersection_union_keeps_its_level_without_correction():
     """"Lower than every baseline" at the boundary (every comparison's true effect 0) is declared at most alpha of the
-    time without any correction (Berger 1982), and far less when most comparisons have a real effect but one does not."""
+    time without any correction (Berger 1982), and far less when most comparisons have a real effect but one does
+    not."""
     rng = np.random.default_rng(1)
     false_every = false_one_null = 0
     for _ in range(1000):
@@ -474,3 +477,176 @@ def test_power_lines_account_for_the_sd_estimated_from_few_seeds():
     line = stats.power_line(a, a - np.array([0.01, -0.02, 0.015, 0.0, 0.005]), paper_effect=0.05)
     assert line.sd_high > line.sd and line.detectable_high > line.detectable
     assert line.seeds_high >= line.seeds_for_paper_effect and "upper bound" in str(line)
+
+
+def test_bootstrap_counts_are_drawn_once_and_read_only():
+    """A chapter's intervals on one test set share its resamples: the same arguments give the same (read-only) array,
+    other arguments another."""
+    a = stats.bootstrap_counts(1000, 60, seed=2)
+    assert stats.bootstrap_counts(1000, 60, seed=2) is a and not a.flags.writeable
+    assert not np.array_equal(stats.bootstrap_counts(1000, 60, seed=3), a)
+    with pytest.raises(ValueError, match="seed must be an integer"):
+        stats.bootstrap_counts(1000, 60, seed=0.5)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# issue 43, item 5: the decision rule at its boundaries (tests that kill the mutants the suite let live)
+# ----------------------------------------------------------------------------------------------------------
+
+def _t_interval(estimate, se=1.0, df=4.0, level=0.95):
+    half = scipy_stats.t.ppf(0.5 + level / 2, df) * se
+    return Interval(estimate, estimate - half, estimate + half, level, int(df) + 1, "t", se, df)
+
+
+def _with_p(greater, less, level=0.95):
+    """An interval whose one-sided p-values are exactly ``greater`` and ``less`` whatever the threshold: the
+    decision rules compare them with alpha = (1 - level) / 2, "at most" by their docstrings."""
+    class Fixed(Interval):
+        def p_value(self, direction="greater", threshold=0.0):
+            return greater if direction == "greater" else less
+
+    return Fixed(0.0, -1.0, 1.0, level, 5, "t", 1.0, 4.0)
+
+
+@pytest.mark.parametrize("low, high, direction, verdict", [
+    (0.0, 0.03, "greater", "inconclusive"),      # touches the threshold: not wholly beyond it
+    (-0.03, 0.0, "greater", "inconclusive"),
+    (-0.03, 0.0, "less", "inconclusive"),
+    (0.0, 0.03, "less", "inconclusive"),
+    (0.01, 0.03, "greater", "inconclusive"),     # against a threshold of 0.01
+])
+def test_decide_wants_the_interval_strictly_beyond_the_threshold(low, high, direction, verdict):
+    threshold = 0.01 if low == 0.01 else 0.0
+    assert decide(_iv(low, high), direction, threshold).verdict == verdict
+
+
+def test_decide_records_its_claim_p_values_and_paper_effect():
+    interval = _t_interval(0.4, se=0.1)
+    for direction, other in (("greater", "less"), ("less", "greater")):
+        d = decide(interval, direction, 0.3)
+        assert (d.direction, d.threshold) == (direction, 0.3)
+        assert d.p_claimed == interval.p_value(direction, 0.3) != interval.p_value(direction, 0.0)
+        assert d.p_against == interval.p_value(other, 0.3) and d.p_claimed + d.p_against == pytest.approx(1.0)
+        assert d.smaller_than_paper is False and d.paper_effect is None
+    assert str(decide(interval, "greater", 0.3)).startswith("inconclusive: effect 0.4 [")
+    assert str(decide(interval, "greater", 0.3)).endswith("; claimed > 0.3")
+    assert str(decide(_iv(-3, -1), "less")).endswith("; claimed < 0")
+    text = str(decide(_t_interval(0.1, se=0.1), "greater", 0.0, paper_effect=1.0))
+    assert text.startswith("not-reproduced: effect 0.1 [") and text.endswith("(1) is excluded")
+    # the paper's effect must lie beyond the threshold on the claimed side: equal to it, or short of it, is refused
+    for direction, threshold, paper in (("greater", 0.3, 0.3), ("greater", 1.0, 0.5), ("less", -0.3, -0.3),
+                                        ("less", -1.0, -0.5)):
+        with pytest.raises(ValueError, match="paper_effect"):
+            decide(interval, direction, threshold, paper_effect=paper)
+    at_paper = decide(_iv(-0.5, 1.0), "greater", 0.0, paper_effect=1.0)     # reaches the paper's effect exactly
+    assert at_paper.verdict == "inconclusive" and not at_paper.smaller_than_paper
+
+
+def test_a_claim_of_parts_is_decided_at_one_level():
+    """combine took the level of its first part for all: parts decided at other levels are refused."""
+    with pytest.raises(ValueError, match="levels 0.95 and 0.9"):
+        combine([decide(_t_interval(3.0)), decide(_t_interval(3.0, level=0.9))])
+
+
+def test_combine_reads_a_part_smaller_than_the_papers_effect_on_the_side_of_the_paper():
+    """A part that is smaller than the paper's effect but whose interval contains the threshold (p against the claim
+    > alpha) counts with its p-value against "the effect is at least the paper's"; a part that holds and is smaller
+    than the paper's effect does not fail the claim."""
+    for direction, sign in (("greater", 1.0), ("less", -1.0)):
+        smaller = decide(_t_interval(sign * 0.5, se=0.5), direction, 0.0, paper_effect=sign * 8.0)
+        assert smaller.verdict == "not-reproduced" and smaller.smaller_than_paper and smaller.p_against > 0.025
+        holding = decide(_t_interval(sign * 5.0, se=0.5), direction, 0.0)
+        assert combine([smaller, holding]) == "not-reproduced"
+        open_part = decide(_t_interval(sign * 0.5, se=0.5), direction, 0.0)
+        holds_but_smaller = decide(_t_interval(sign * 5.0, se=0.5), direction, 0.0, paper_effect=sign * 50.0)
+        assert holds_but_smaller.verdict == "holds" and holds_but_smaller.smaller_than_paper
+        assert combine([holds_but_smaller, open_part]) == "inconclusive"
+
+
+def test_combine_fails_a_claim_at_a_holm_p_of_exactly_alpha():
+    alpha = (1 - 0.95) / 2
+    part = stats.Decision("not-reproduced", _with_p(0.9, alpha), "greater", 0.0, 0.9, alpha)
+    other = stats.Decision("inconclusive", _with_p(0.5, 0.5), "greater", 0.0, 0.5, 0.5)
+    assert combine([part, other]) == "inconclusive"                      # Holm: 2 alpha
+    half = stats.Decision("not-reproduced", _with_p(0.9, alpha / 2), "greater", 0.0, 0.9, alpha / 2)
+    assert combine([half, other]) == "not-reproduced"                    # Holm: exactly alpha
+    smaller = stats.Decision("not-reproduced", _with_p(0.9, 1e-6), "greater", 0.0, 0.9, alpha, 1.0, True)
+    assert combine([smaller, other]) == "inconclusive"      # p against = alpha: its own p counts, not the paper's
+
+
+def test_decide_every_and_any_give_their_verdicts_at_p_of_exactly_alpha():
+    alpha = (1 - 0.95) / 2
+    at, above, low = _with_p(alpha, 1 - alpha), _with_p(0.5, 0.5), _with_p(1 - alpha / 2, alpha / 2)
+    every = stats.decide_every({"x": at, "y": at}, "greater")
+    assert every.verdict == "holds" and every.holding == ("x", "y")       # "at most alpha", unadjusted
+    assert stats.decide_every({"x": at, "y": low}, "greater").verdict == "not-reproduced"   # Holm: alpha
+    assert stats.decide_every({"x": above, "y": _with_p(1 - alpha, alpha)}, "greater").verdict == "inconclusive"
+    anyone = stats.decide_any({"x": _with_p(alpha / 2, 0.9), "y": above}, "greater")
+    assert anyone.verdict == "holds" and anyone.holding == ("x",)        # Holm: exactly alpha
+    none = stats.decide_any({"x": at, "y": above}, "greater")
+    assert none.verdict == "inconclusive" and none.holding == ()
+    against = stats.decide_any({"x": low, "y": low}, "greater")
+    assert against.verdict == "not-reproduced" and against.holding == ()   # every one on the other side (Holm)
+    assert stats.decide_any({"x": low, "y": above}, "greater").verdict == "inconclusive"
+    assert stats.decide_any({"x": low, "y": _with_p(1 - alpha / 2, 2 * alpha)}, "greater").verdict == "inconclusive"
+
+
+def test_decide_every_and_any_use_the_threshold_the_level_and_the_claimed_side():
+    a, b = [0.30, 0.35, 0.32, 0.31], [0.10, 0.12, 0.09, 0.11]             # a - b is about 0.215
+    for rule in (stats.decide_every, stats.decide_any):
+        assert rule({"x": (a, b)}, "greater", 0.2).verdict == "inconclusive"     # 0.2 is inside the interval
+        assert rule({"x": (a, b)}, "greater", 0.0).verdict == "holds"
+        assert rule({"x": (a, b)}, "less", 0.3).verdict == "holds"
+        assert rule({"x": (b, a)}, "greater", 0.0).verdict == "not-reproduced"
+        out = rule({"x": (a, b)}, "less", 0.2)
+        interval = paired_seed_interval(a, b)
+        assert out.p_claimed["x"] == interval.p_value("less", 0.2)
+        assert out.p_against["x"] == interval.p_value("greater", 0.2)
+        assert rule({"x": (a, b)}, "greater", 0.2, level=0.5).intervals["x"].level == 0.5
+        assert rule({"x": interval}, "greater", 0.2).intervals["x"] is interval
+        with pytest.raises(ValueError, match="without a standard error"):
+            rule({"x": stats.Interval(0.2, 0.1, 0.3, 0.95, 4, "bootstrap")}, "greater")
+    every = stats.decide_every({"first": (a, b), "second": (a, b)}, "less", 0.3)
+    text = str(every)
+    assert text.startswith("holds (every one < 0.3: 2 one-sided tests at 0.025, intersection-union, no correction): ")
+    assert f"first: {interval.brief(4)}, p = " in text and "; second: " in text
+    anyone = str(stats.decide_any({"first": (a, b), "second": (b, a)}, "greater"))
+    assert anyone.startswith("holds (1 of 2 > 0 with Holm's correction over the 2 at 0.025): first: ")
+    assert f"first: {interval.brief(4)}, Holm p = " in anyone and "; second: " in anyone
+
+
+def test_paired_t_p_value_at_its_edges():
+    a = np.array([1.0, 2.0, 3.0])
+    assert np.std(a - 0.0, ddof=1) == 1.0                                 # a spread of exactly 1 is a spread
+    assert stats.paired_t_p_value(a, np.zeros(3)) == pytest.approx(
+        scipy_stats.ttest_1samp(a, 0.0, alternative="greater").pvalue, rel=1e-12)
+    assert stats.paired_t_p_value(a, a) == 1.0                            # no spread, no difference: not greater
+    assert stats.paired_t_p_value(a, a, "less") == 1.0
+    assert stats.paired_t_p_value(a + 1, a) == 0.0
+    with pytest.raises(ValueError, match=r"^a holds NaN"):
+        stats.paired_t_p_value([1.0, np.nan], [1.0, 2.0])
+    with pytest.raises(ValueError, match=r"^b has 1 value"):
+        stats.paired_t_p_value([1.0, 2.0], [1.0])
+
+
+def test_holm_caps_at_one_accepts_zero_names_bad_values_and_computes_in_float64():
+    np.testing.assert_array_equal(stats.holm([0.6, 0.7]), [1.0, 1.0])
+    np.testing.assert_array_equal(stats.holm([0.0, 0.5]), [0.0, 0.5])
+    with pytest.raises(ValueError, match=r"got \[1\.5\]\.$"):
+        stats.holm([0.0, 0.5, 1.0, 1.5])
+    p32 = np.array([0.011, 0.02, 0.03], dtype=np.float32)
+    p = p32.astype(np.float64)
+    np.testing.assert_array_equal(stats.holm(p32), [3 * p[0], 2 * p[1], 2 * p[1]])
+
+
+def test_an_intervals_p_values_and_brief_form():
+    interval = _t_interval(0.4, se=0.1)
+    assert interval.p_value() == interval.p_value("greater", 0.0) == pytest.approx(scipy_stats.t.sf(4.0, 4), rel=1e-12)
+    assert interval.p_value("greater", 0.3) == pytest.approx(scipy_stats.t.sf(1.0, 4), rel=1e-12)
+    assert interval.p_value("less", 0.3) == pytest.approx(scipy_stats.t.sf(-1.0, 4), rel=1e-12)
+    assert Interval(0.4, 0.3, 0.5, 0.95, 5, "t", se=0.1, df=None).p_value() is None
+    assert Interval(0.4, 0.3, 0.5, 0.95, 5, "bootstrap").p_value("less") is None
+    point = Interval(1.0, 1.0, 1.0, 0.95, 3, "t", se=0.0, df=2.0)        # no spread: the interval is the point
+    assert [point.p_value("greater", t) for t in (0.5, 1.0, 1.5)] == [0.0, 1.0, 1.0]
+    assert [point.p_value("less", t) for t in (0.5, 1.0, 1.5)] == [1.0, 1.0, 0.0]
+    assert _iv(1, 2).brief() == "1.500 [1.000, 2.000]" and _iv(0.01, 0.02).brief(1, 100) == "1.5 [1.0, 2.0]"

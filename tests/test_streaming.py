@@ -215,6 +215,17 @@ def _rank(rank, world, path, results):
                 for rows in np.array_split(np.arange(len(y)), 3):
                     metric.update(p[rows], y[rows])
             out[f"empty-rank-{i}"] = ("value", metric.compute())
+        streaming.DEVICE_KERNELS_ON_CPU = True                   # the kernels and collectives of a GPU's state
+        for i, (make, _) in enumerate(CASES):
+            metric = make()
+            for rows in np.array_split(shard, 3):
+                metric.update(torch.from_numpy(p[rows]), torch.from_numpy(y[rows]))
+            out[f"tensor-{i}"] = metric.compute()
+            metric = make()                                       # rank 1 sees no batch
+            if rank == 0:
+                metric.update(torch.from_numpy(p), torch.from_numpy(y))
+            out[f"tensor-empty-rank-{i}"] = metric.compute()
+        streaming.DEVICE_KERNELS_ON_CPU = False
         for name, *makes, k0, k1 in EDGE_CASES:
             metric, k = makes[rank](), (k0, k1)[rank]
             if k is not None:
@@ -259,6 +270,17 @@ def test_two_gloo_ranks_give_the_one_shot_value(two_ranks):
         assert two_ranks[rank]["local"] == pytest.approx(metrics.ece(p[shard], y[shard]), abs=TOL)  # sync=False
 
 
+def test_two_gloo_ranks_of_tensor_states_give_the_one_shot_value(two_ranks):
+    """Issue 43, item 4: states of tensors (updated by the device kernels) reduced with all_reduce and a padded
+    all_gather, also when one rank saw no batch."""
+    p, y = _data()
+    expected = [one_shot(p, y) for _, one_shot in CASES]
+    for rank in (0, 1):
+        for prefix in ("tensor", "tensor-empty-rank"):
+            got = [two_ranks[rank][f"{prefix}-{i}"] for i in range(len(CASES))]
+            np.testing.assert_allclose(got, expected, rtol=0, atol=TOL, err_msg=f"{prefix} on rank {rank}")
+
+
 def test_a_rank_that_saw_no_batch_takes_part_with_an_empty_state(two_ranks):
     """Issue 45, item 3: StreamingClasswiseECE aborted gloo (its empty state had no (class, bin) arrays); every
     metric now gives the one-shot value of rank 0's rows on both ranks, and with no rows anywhere both raise."""
@@ -288,3 +310,175 @@ def test_ranks_with_other_settings_or_classes_raise_one_clear_error(two_ranks):
         for rank in (0, 1):
             kind, message = two_ranks[rank][name]
             assert kind == "error" and text in message, (name, rank, message)
+
+
+# ------------------------------------------------------------------------- tensor states (issue 43, item 4)
+
+@pytest.fixture(params=["numpy kernels", "device kernels"])
+def kernels(request, monkeypatch):
+    """A CPU tensor state updated by numpy's kernels through views (the default), or by the torch kernels that any
+    other device runs."""
+    monkeypatch.setattr(streaming, "DEVICE_KERNELS_ON_CPU", request.param == "device kernels")
+    return request.param
+
+
+def _state(metric) -> list:
+    return [*metric._sums.values(), *(part for parts in metric._rows.values() for part in parts)]
+
+
+@pytest.mark.parametrize("float32", [False, True])
+def test_tensor_batches_keep_a_tensor_state_and_give_the_one_shot_value(kernels, float32):
+    p, y = _data(float32=float32)
+    for make, one_shot in CASES:
+        metric = make()
+        for rows in _batches(len(y), 2):
+            metric.update(torch.from_numpy(p[rows]), torch.from_numpy(y[rows]))
+        assert _state(metric) and all(isinstance(t, torch.Tensor) for t in _state(metric))
+        assert metric.device == torch.device("cpu")
+        assert abs(metric.compute() - one_shot(p, y)) <= TOL
+
+
+#: The Tensor methods that bring a tensor's data to the host (a copy, or a synchronisation on a GPU).
+HOST_CALLS = ("cpu", "numpy", "item", "tolist", "__bool__", "__float__", "__int__", "__index__", "__array__")
+
+
+def _count_host_calls(monkeypatch) -> dict:
+    calls = {}
+
+    def counting(name, original):
+        def counted(self, *args, **kwargs):
+            calls[name] = calls.get(name, 0) + 1
+            return original(self, *args, **kwargs)
+        return counted
+
+    for name in HOST_CALLS:
+        monkeypatch.setattr(torch.Tensor, name, counting(name, getattr(torch.Tensor, name)))
+    return calls
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_an_update_of_device_tensors_reads_one_boolean_and_copies_nothing(case, monkeypatch):
+    """Issue 43, item 4: every update copied its tensors to the host (Tensor.cpu() and numpy() of probs and labels:
+    on a GPU two copies of the batch). The device kernels (what a GPU runs, here on the CPU) read one boolean, the
+    verdict of the checks, and with validate_args=False nothing."""
+    monkeypatch.setattr(streaming, "DEVICE_KERNELS_ON_CPU", True, raising=False)   # raising: the old module had none
+    make, _ = CASES[case]
+    p, y = (torch.from_numpy(a) for a in _data(n=500))
+    for validate, expected in ((True, {"__bool__": 1}), (False, {})):
+        metric = make()
+        metric.validate_args = validate
+        metric.update(p[:250], y[:250])                                   # creates the state
+        with monkeypatch.context() as patch:
+            calls = _count_host_calls(patch)
+            metric.update(p[250:], y[250:])
+        assert calls == expected, (validate, calls)
+
+
+def test_a_device_without_float64_keeps_float32_sums_int64_counts_and_exact_keys(monkeypatch):
+    """MPS has no float64: the sums are float32 there (exact to float32 rounding), the counts int64 and the
+    per-sample keys exact (float32 bits widened to float64's), simulated on the CPU."""
+    monkeypatch.setattr(streaming, "DEVICE_KERNELS_ON_CPU", True)
+    monkeypatch.setattr(streaming, "_float_dtype", lambda device: torch.float32)
+    p, y = _data(float32=True)
+    for make, one_shot in CASES:
+        metric = make()
+        for rows in _batches(len(y), 3):
+            metric.update(torch.from_numpy(p[rows]), torch.from_numpy(y[rows]))
+        floats = [t for t in _state(metric) if t.is_floating_point()]
+        assert all(t.dtype == torch.float32 for t in floats)
+        assert all(metric._sums[name].dtype == torch.int64 for name in metric._counts if name in metric._sums)
+        want, got = one_shot(p, y), metric.compute()
+        assert abs(got - want) <= (1e-6 * abs(want) if metric.exact_streaming else TOL), (make, got, want)
+
+
+def test_float32_confidences_widen_to_the_float64_keys_exactly():
+    rng = np.random.default_rng(3)
+    conf = np.concatenate([rng.uniform(1e-3, 1.0, 1000), [1.0, 0.5, 1 / 3, 2.0 ** -126, 0.1, 0.0]]).astype(np.float32)
+    conf = np.concatenate([conf, np.nextafter(conf, np.float32(1)), np.nextafter(conf, np.float32(0))])
+    flag = rng.random(conf.shape[0]) < 0.5
+    got = streaming._tensor_keys(torch.from_numpy(conf), torch.from_numpy(flag))
+    np.testing.assert_array_equal(got.numpy(), streaming._keys(conf.astype(np.float64), flag))
+
+
+def test_float32_confidences_on_the_edges_fall_in_the_one_shot_bins():
+    """A float32 confidence within rounding of an edge i / M: the float32 edges are rounded down, so the bin is that
+    of the float64 comparison (with the edges merely rounded to float32, float32(1/3) > 1/3 went a bin down)."""
+    from calib.metrics._binning import uniform_bin, uniform_edges
+
+    for m in (3, 10, 15, 17):
+        x = (np.arange(m + 1) / m).astype(np.float32)
+        x = np.concatenate([x, np.nextafter(x, np.float32(0)), np.nextafter(x, np.float32(2))]).clip(0, 1)
+        want = uniform_bin(x.astype(np.float64), m, uniform_edges(m))
+        t = torch.from_numpy(x)
+        assert np.array_equal(streaming._uniform_bin_tensor(t, m, streaming._edges_like(t, m)).numpy(), want)
+        rounded = torch.from_numpy(uniform_edges(m).astype(np.float32))
+        assert m == 10 or not np.array_equal(streaming._uniform_bin_tensor(t, m, rounded).numpy(), want)  # control
+
+
+def test_to_state_dict_and_load_state_dict_continue_where_the_metric_was(tmp_path):
+    p, y = _data()
+    for make, one_shot in CASES:
+        first = make()
+        first.update(p[:1700], y[:1700])                                   # a numpy state
+        torch.save(first.state_dict(), tmp_path / "metric.pt")
+        second = make()
+        second.load_state_dict(torch.load(tmp_path / "metric.pt", weights_only=True))
+        assert second.n_classes == 7 and second.device == torch.device("cpu")
+        second.update(torch.from_numpy(p[1700:]), torch.from_numpy(y[1700:]))
+        assert abs(second.compute() - one_shot(p, y)) <= TOL
+        third = make()
+        third.update(p[:1700], y[:1700])
+        assert third.to("cpu") is third and all(isinstance(t, torch.Tensor) for t in _state(third))
+        third.update(p[1700:], y[1700:])                                   # numpy batches follow the state
+        assert abs(third.compute() - one_shot(p, y)) <= TOL
+        third.reset()
+        assert third.device == torch.device("cpu") and third.n_classes is None
+    source = StreamingECE()
+    source.update(torch.from_numpy(p[:100]), torch.from_numpy(y[:100]))
+    before = source.compute()
+    copy = StreamingECE()
+    copy.load_state_dict(source.state_dict())                              # a live metric's state: copied
+    copy.update(torch.from_numpy(p[100:]), torch.from_numpy(y[100:]))
+    assert source.compute() == before and copy.compute() == pytest.approx(metrics.ece(p, y), abs=TOL)
+    with pytest.raises(ValueError, match=r"the state is that of StreamingECE with settings \{'n_bins': 15.*this metric "
+                                         r"is StreamingECE with \{'n_bins': 10"):
+        StreamingECE(10).load_state_dict(StreamingECE(15).state_dict())
+    with pytest.raises(ValueError, match="the state is that of StreamingNLL"):
+        StreamingBrier().load_state_dict(StreamingNLL().state_dict())
+
+
+@pytest.mark.parametrize("case", ["rows", "nan", "labels", "shape", "float labels", "nll zero"])
+def test_tensor_batches_are_refused_with_the_one_shot_message(case, kernels):
+    p, y = _data(n=40)
+    metric, one_shot = (StreamingNLL(), metrics.nll) if case == "nll zero" else (StreamingECE(), metrics.ece)
+    if case == "rows":
+        p = p * 2
+    elif case == "nan":
+        p = p.copy()
+        p[3, 2] = np.nan
+    elif case == "labels":
+        y = y + 7
+    elif case == "shape":
+        p = p[:, 0]
+    elif case == "float labels":
+        y = y.astype(np.float64)
+    else:
+        p = p.copy()
+        p[5] = 0.0
+        p[5, (y[5] + 1) % 7] = 1.0
+    with pytest.raises(ValueError) as expected:
+        one_shot(p, y)
+    with pytest.raises(ValueError) as got:
+        metric.update(torch.from_numpy(p), torch.from_numpy(y))
+    assert str(got.value) == str(expected.value)
+    assert metric.n_classes is None and not metric._sums                   # nothing was added
+
+
+def test_without_validate_args_the_device_kernels_check_only_shapes(monkeypatch):
+    monkeypatch.setattr(streaming, "DEVICE_KERNELS_ON_CPU", True)
+    p, y = _data(n=40)
+    metric = StreamingAccuracy(validate_args=False)
+    metric.update(torch.from_numpy(p * 2), torch.from_numpy(y))            # not checked: the caller's choice
+    assert metric.compute() == metrics.accuracy(p, y)
+    with pytest.raises(ValueError, match="probs must be 2-D"):
+        metric.update(torch.from_numpy(p[:, 0]), torch.from_numpy(y))

@@ -209,7 +209,8 @@ def test_every_displayed_label_prints_as_written():
     """sympy reads a plain symbol's name as base, subscripts and superscripts: the label \\varphi^\\gamma(v)
     printed as \\varphi^{\\gamma(v)}. Every equation a chapter displays now starts with its label verbatim, and
     no symbol inside an expression carries LaTeX in its name."""
-    for label, mangled in ((r"\varphi^\gamma(v)", r"\varphi^{\gamma(v)}"), (r"\log g(p_0, \gamma)", r"\log g(p_{0, \gamma)}")):
+    for label, mangled in ((r"\varphi^\gamma(v)", r"\varphi^{\gamma(v)}"),
+                           (r"\log g(p_0, \gamma)", r"\log g(p_{0, \gamma)}")):
         assert sp.latex(sp.Symbol(label)) == mangled                   # the failure this prevents
         assert sp.latex(symbolic.Label(label)) == label
     derivations = list(_derivations())

@@ -64,6 +64,58 @@ def test_focal_loss_by_name_and_progress_bar():
     assert len(hist) == 3 and all(np.isfinite(hist))
 
 
+def test_a_step_schedule_of_the_learning_rate_is_the_loop_of_chapter_00():
+    """Issue 43, item 7: the answer key trained chapter 00's exercises with a loop of its own, because
+    train_classifier had no learning-rate schedule. With ``milestones`` (torch's MultiStepLR, ``lr_decay``) it is
+    that loop: the same weights, to the bit, as SGD with momentum and weight decay, mini-batches in a seeded order
+    and the rate dropped tenfold after epochs 2 and 3."""
+    x, y = separable(300, seed=2)
+    net, _ = train_classifier(mlp(2, 2, hidden=(8,), seed=4), x, y, "ce", epochs=4, lr=0.1, batch_size=64, seed=9,
+                              optimizer="sgd", momentum=0.9, weight_decay=5e-4, milestones=(2, 3), progress=False)
+    reference = mlp(2, 2, hidden=(8,), seed=4)
+    optimiser = torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
+    schedule = torch.optim.lr_scheduler.MultiStepLR(optimiser, milestones=[2, 3], gamma=0.1)
+    order, xt, yt = torch.Generator().manual_seed(9), torch.as_tensor(x), torch.as_tensor(y)
+    for _ in range(4):
+        for batch in torch.randperm(len(y), generator=order).split(64):
+            optimiser.zero_grad()
+            F.cross_entropy(reference(xt[batch]), yt[batch]).backward()
+            optimiser.step()
+        schedule.step()
+    assert all(torch.equal(a, b) for a, b in zip(net.state_dict().values(), reference.state_dict().values()))
+    constant, _ = train_classifier(mlp(2, 2, hidden=(8,), seed=4), x, y, "ce", epochs=4, lr=0.1, batch_size=64, seed=9,
+                                   optimizer="sgd", momentum=0.9, weight_decay=5e-4, progress=False)
+    assert not torch.equal(constant[0].weight, net[0].weight)           # the schedule changes the run
+    with pytest.raises(ValueError, match="milestones must be a sequence of epochs"):
+        train_classifier(mlp(2, 2), x, y, "ce", epochs=2, lr=0.1, milestones=2, progress=False)
+    with pytest.raises(ValueError, match="milestones must be an integer >= 1; got 0"):
+        train_classifier(mlp(2, 2), x, y, "ce", epochs=2, lr=0.1, milestones=(0,), progress=False)
+    with pytest.raises(ValueError, match="lr_decay must be > 0"):
+        train_classifier(mlp(2, 2), x, y, "ce", epochs=2, lr=0.1, milestones=(1,), lr_decay=0.0, progress=False)
+
+
+def test_an_epoch_scheduled_loss_is_told_each_epoch():
+    """train_classifier never called ``set_epoch``: FLSc (``"flsc-531"``) trained with its first gamma throughout.
+    Each epoch now tells the loss its number (1-based) and the run's length before it starts, as calib.train does."""
+    from calib.losses import get_loss
+
+    x, y = separable(64)
+    told = []
+
+    class Recording(torch.nn.Module):
+        def set_epoch(self, epoch, total):
+            told.append((epoch, total))
+
+        def forward(self, z, t):
+            return F.cross_entropy(z, t)
+
+    train_classifier(mlp(2, 2, hidden=(4,), seed=0), x, y, Recording(), epochs=3, lr=0.01, progress=False)
+    assert told == [(1, 3), (2, 3), (3, 3)]
+    flsc = get_loss("flsc-531")
+    train_classifier(mlp(2, 2, hidden=(4,), seed=0), x, y, flsc, epochs=7, lr=0.01, progress=False)
+    assert (flsc.epoch, flsc.total_epochs, flsc.switch_epochs(), flsc.gamma) == (7, 7, (2, 5), 1.0)
+
+
 def test_errors():
     x, y = separable(50)
     with pytest.raises(ValueError, match="epochs"):

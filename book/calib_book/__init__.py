@@ -20,6 +20,8 @@ Modules (an import goes to a module listed before it, or to ``calib``; of calib,
 - ``calib_book.exercises``: self-checks for the exercises (right, close or wrong, never the answer);
 - ``calib_book.pages``: the back-matter pages built from the ledger (claims, errata, reproduction, released
   code, execution statistics);
+- ``calib_book.coverage``: what each paper states and the claims that decide it (the table in
+  ``book/data/coverage/`` and its back-matter page);
 - ``calib_book.browser``: the built book opened in headless Chromium, offline, and checked as a reader sees it;
 - ``calib_book.cache``: the key of a chapter's execution (source, parameters, library, results, versions), which
   the runner compares to reuse an executed chapter;

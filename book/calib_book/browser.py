@@ -22,15 +22,26 @@ checked for what a reader would notice:
   article is wider than its column unless it scrolls in a box with a visible cue (``scroll-cue.js``); the page is
   loaded and typeset at 1280 px and then made narrower, as a reader narrows a window (the page's resize handlers
   run; on the whole book, the same findings as pages loaded at 412 px, in about a fifth less time);
-- **console**: no error is logged (an uncaught exception, a script that does not parse, ``console.error``).
+- **console**: no error is logged (an uncaught exception, a script that does not parse, ``console.error``);
+- **contents buttons**: each sidebar button a reader sees (the theme's ``.primary-toggle`` and ``.secondary-toggle``)
+  does something when clicked, at every width: opens its drawer on a phone, folds the sidebar on a desktop;
+- **figures**: the smallest text of each figure (an SVG's, read from the file) is at least 9 px on screen, or a tap
+  on the figure opens it full-size (``figure-zoom.js``, or a link to the image file) where it is;
+- **lines**: no code block wraps its lines (Python's indentation is lost), no inline code breaks between two letters,
+  and on a phone no table cell of at most 40 characters takes more than two lines; links in note boxes have a
+  contrast of at least 4.5:1 in both themes, and no claim block sits in a box of another colour;
+- **the site**: no page, nor its downloadable notebook, names a folder of the machine that built it (the checkout,
+  /tmp, /work, /root, a home folder); every page of the book links its favicon, the whole book's PDF (or says that the
+  build has none), CITATION.cff, and shows the date of the build.
 
-The static checks (images, links, network) read the HTML files; the rendered ones (math, tables, code, claims)
-read the DOM after Chromium has run the page's scripts; the layout ones (claims' contrast, width, console) run
-``AUDIT_SCRIPT`` in the page, which writes what it measured into the DOM.
+The static checks (images, links, network, the site) read the HTML files; the rendered ones (math, tables, code,
+claims) read the DOM after Chromium has run the page's scripts; the layout ones (claims' contrast, width, console,
+buttons, figures, lines) run ``AUDIT_SCRIPT`` in the page, which writes what it measured into the DOM.
 """
 
 from __future__ import annotations
 
+import functools
 import html as html_module
 import json
 import os
@@ -45,8 +56,9 @@ from urllib.parse import unquote, urlsplit
 
 from calib_book import timeouts
 
-__all__ = ["PageReport", "RenderTimeout", "find_chromium", "rendered_dom", "audit_page", "audit_pages", "check_page", "check_pages",
-           "book_pages", "check_book", "visible_code_lines", "redirect_target", "MIN_CONTRAST", "WIDTHS"]
+__all__ = ["PageReport", "RenderTimeout", "find_chromium", "rendered_dom", "audit_page", "audit_pages", "check_page",
+           "check_pages", "book_pages", "check_book", "visible_code_lines", "redirect_target", "machine_paths",
+           "svg_text_size", "MIN_CONTRAST", "MIN_FIGURE_TEXT_PX", "WIDTHS"]
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
 _RAW_TABLE_ROW = re.compile(r"^\s*\|[^|]*\S[^|]*(\|[^|]*\S[^|]*)+\|\s*$")   # | a | b |: two cells or more
@@ -79,6 +91,8 @@ class PageReport:
     overflowing: dict = field(default_factory=dict)
     min_contrast: dict = field(default_factory=dict)
     console_errors: int = 0
+    dead_buttons: dict = field(default_factory=dict)
+    small_figures: dict = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -123,7 +137,8 @@ def rendered_dom(page: Path, chromium: str, width: int = 1280, budget_ms: int = 
     cmd = [chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-extensions",
            "--disable-background-networking", "--no-first-run", "--mute-audio",
            "--host-resolver-rules=MAP * ~NOTFOUND",     # every host name fails: the page gets nothing from outside
-           f"--window-size={max(width, 500)},2000", f"--virtual-time-budget={budget_ms}", "--dump-dom", page.resolve().as_uri()]
+           f"--window-size={max(width, 500)},2000", f"--virtual-time-budget={budget_ms}", "--dump-dom",
+           page.resolve().as_uri()]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -245,9 +260,159 @@ AUDIT_SCRIPT = """<script>
     if (page > view + 1) { found.unshift("the page pans sideways (" + page + " px in a " + view + " px window)"); }
     return found;
   }
+  function visible(el) {
+    return el.getClientRects().length > 0 && getComputedStyle(el).visibility !== "hidden";
+  }
+  // the lowest contrast of the text of the elements ``selector`` finds (those with text of their own, shown)
+  function worstContrast(selector) {
+    var worst = null;
+    document.querySelectorAll(selector).forEach(function (el) {
+      if (!ownText(el) || !visible(el)) { return; }
+      var ratio = contrast(el);
+      if (!worst || ratio < worst.ratio) { worst = {ratio: ratio, element: label(el)}; }
+    });
+    return worst;
+  }
+  // claim blocks that a cell's output box draws in a colour of its own (the theme's light box in the dark theme)
+  function framedClaims() {
+    var framed = 0;
+    document.querySelectorAll(".claim-line").forEach(function (line) {
+      var box = line.parentElement;
+      if (!box || !box.parentElement || !visible(line)) { return; }
+      var own = rgba(getComputedStyle(box).backgroundColor), behind = background(box.parentElement);
+      var drawn = over(own, behind);
+      if (own[3] > 0 && [0, 1, 2].some(function (i) { return Math.abs(drawn[i] - behind[i]) > 8; })) { framed += 1; }
+    });
+    return framed;
+  }
+  // the contents buttons: each one a reader sees changes its sidebar when clicked: opens its drawer (the theme's
+  // <dialog>, below 992 px) or folds the sidebar away (sphinx-book-theme on a desktop); what it changed is undone
+  function toggles() {
+    var found = [];
+    var KINDS = [["primary", "the contents button (\\u2630)"], ["secondary", "the in-page contents button"]];
+    KINDS.forEach(function (kind) {
+      var dialog = document.getElementById("pst-" + kind[0] + "-sidebar-modal");
+      var sidebar = document.getElementById("pst-" + kind[0] + "-sidebar");
+      document.querySelectorAll("." + kind[0] + "-toggle").forEach(function (button) {
+        if (!visible(button)) { return; }
+        var wasOpen = !!(dialog && dialog.open), classes = sidebar ? sidebar.className : "";
+        var errors = (window.__calibErrors || []).length;
+        button.click();
+        var raised = (window.__calibErrors || []).slice(errors);
+        if (raised.length) { found.push(kind[1] + " raised an error when clicked: " + raised[0].slice(0, 120)); }
+        if (dialog && dialog.open && !wasOpen) {
+          if (dialog.getBoundingClientRect().width < 50 || !dialog.textContent.trim()) {
+            found.push(kind[1] + " opens an empty drawer");
+          }
+          dialog.close();
+        } else if (sidebar && sidebar.className !== classes) {
+          sidebar.className = classes;
+        } else if (!raised.length) {
+          found.push(kind[1] + " (" + label(button) + ") does nothing when clicked");
+        }
+      });
+    });
+    return found;
+  }
+  function sameFile(a, b) {
+    try { return new URL(a, document.baseURI).pathname === new URL(b, document.baseURI).pathname; }
+    catch (e) { return false; }
+  }
+  // each figure of the article: its file, its width on screen and natural width (CSS px), and the width at which a
+  // tap shows it (a viewer of the page's own, or the image file itself where the figure links it; 0: no tap)
+  function figures() {
+    var shown = [];
+    document.querySelectorAll("article figure img, article div.cell_output img").forEach(function (img) {
+      if (!visible(img) || img.closest("dialog")) { return; }
+      var src = img.currentSrc || img.src, link = img.closest("a[href]"), full = 0;
+      if (link && sameFile(link.href, src)) {
+        full = img.naturalWidth;                   // a browser shows the file at its natural size
+        var stay = function (e) { e.preventDefault(); };
+        window.addEventListener("click", stay);    // after the page's handlers: the frame stays on the page
+        link.click();
+        window.removeEventListener("click", stay);
+        var viewer = document.querySelector("dialog[open]");
+        if (viewer) {
+          var big = viewer.querySelector("img");
+          full = big && sameFile(big.currentSrc || big.src, src) ? big.getBoundingClientRect().width : 0;
+          viewer.close();
+        }
+      }
+      var caption = img.closest("figure") && img.closest("figure").querySelector("figcaption");
+      var name = ((caption && caption.textContent) || img.alt || "").trim().replace(/\\s+/g, " ").slice(0, 60);
+      shown.push({src: src, width: img.getBoundingClientRect().width, natural: img.naturalWidth, full: full,
+                  label: name});
+    });
+    return shown;
+  }
+  // code blocks that wrap their long lines (the indentation of the continuation is lost)
+  function wrappedCode(article) {
+    var found = [];
+    article.querySelectorAll("pre").forEach(function (pre) {
+      var space = getComputedStyle(pre).whiteSpace;
+      if (!visible(pre) || space === "pre" || space === "nowrap") { return; }
+      var inline = pre.style.whiteSpace;
+      pre.style.whiteSpace = "pre";
+      var wide = pre.scrollWidth > pre.clientWidth + 1;
+      pre.style.whiteSpace = inline;
+      if (wide) {
+        found.push(label(pre) + " wraps its long lines (white-space: " + space + "), losing their indentation");
+      }
+    });
+    return found;
+  }
+  // inline code that a line ends inside a word of (between two letters or digits)
+  function brokenCode(article) {
+    var found = [], range = document.createRange(), WORD = /[A-Za-z0-9]/;
+    article.querySelectorAll("code").forEach(function (code) {
+      if (code.closest("pre") || code.getClientRects().length < 2) { return; }
+      var walker = document.createTreeWalker(code, NodeFilter.SHOW_TEXT), before = null, text = code.textContent;
+      for (var at = 0; walker.nextNode();) {
+        var node = walker.currentNode;
+        for (var i = 0; i < node.data.length; i++, at++) {
+          range.setStart(node, i);
+          range.setEnd(node, i + 1);
+          var rects = range.getClientRects(), ch = node.data[i];
+          if (/\\s/.test(ch)) { before = {ch: " ", bottom: before ? before.bottom : 0}; continue; }  // a space breaks
+          if (!rects.length) { continue; }
+          var r = rects[0];
+          if (before && r.top >= before.bottom - 2 && WORD.test(before.ch) && WORD.test(ch)) {
+            found.push("inline code broken inside a word: '" + text.slice(Math.max(0, at - 20), at) + "|" +
+                       text.slice(at, at + 20) + "'");
+            return;
+          }
+          before = {ch: ch, bottom: r.bottom};
+        }
+      }
+    });
+    return found;
+  }
+  // on a phone (below 768 px), table cells of at most 40 characters that take more than two lines
+  function tallCells(article) {
+    var found = [], range = document.createRange();
+    if (window.innerWidth >= 768) { return found; }
+    article.querySelectorAll("table:not(.indextable) td, table:not(.indextable) th").forEach(function (cell) {
+      var text = (cell.textContent || "").replace(/\\s+/g, " ").trim();
+      if (!text || text.length > 40 || !visible(cell)) { return; }
+      var style = getComputedStyle(cell), line = parseFloat(style.lineHeight) || 1.2 * parseFloat(style.fontSize);
+      range.selectNodeContents(cell);
+      var tops = [];
+      Array.prototype.forEach.call(range.getClientRects(), function (r) {
+        if (r.width > 0 && r.height > 0 && !tops.some(function (t) { return Math.abs(t - r.top) < line / 2; })) {
+          tops.push(r.top);
+        }
+      });
+      if (tops.length > 2) { found.push("'" + text + "' over " + tops.length + " lines"); }
+    });
+    return found;
+  }
   function audit() {
-    var html = document.documentElement, result = {width: window.innerWidth, overflow: overflow(), contrast: {}};
+    var html = document.documentElement, result = {width: window.innerWidth, overflow: overflow(), contrast: {},
+                                                   themes: {}};
+    var article = document.querySelector("article.bd-article") || document.querySelector("article") || document.body;
     result.errors = (window.__calibErrors || []).slice();          // the page's own, before the theme is switched
+    result.code = wrappedCode(article).concat(brokenCode(article));
+    result.cells = tallCells(article);
     if (loadedWidth === null) { loadedWidth = result.width; }
     // the contrast at the width the page was loaded at only: no colour of a claim's text or background depends on
     // the window's width (the theme's width rules colour its sidebars), and each switch of the theme restyles the
@@ -257,10 +422,14 @@ AUDIT_SCRIPT = """<script>
       ["light", "dark"].forEach(function (t) {
         html.setAttribute("data-theme", t);
         result.contrast[t] = claimContrast();
+        result.themes[t] = {links: worstContrast(".admonition a, .admonition a *"), framed: framedClaims()};
       });
       if (theme === null) { html.removeAttribute("data-theme"); } else { html.setAttribute("data-theme", theme); }
       result.dom = "<!DOCTYPE html>" + html.outerHTML;
     }
+    // last: they click, and open and close dialogs (the DOM above is the page as loaded)
+    result.toggles = toggles();
+    result.figures = figures();
     window.parent.postMessage({width: result.width, audit: JSON.stringify(result)}, "*");
   }
   var loadedWidth = null;
@@ -505,10 +674,80 @@ def _check_audit(report: PageReport, audit: dict, errors: bool = True) -> None:
         if worst["ratio"] < MIN_CONTRAST:
             report.problems.append(f"claim text with contrast {ratio}:1 in the {theme} theme (below "
                                    f"{MIN_CONTRAST}:1): {worst['element']}")
+    for theme, measured in audit.get("themes", {}).items():
+        links = measured["links"]
+        if links is not None and links["ratio"] < MIN_CONTRAST:
+            report.problems.append(f"a link in a note box with contrast {round(links['ratio'], 2)}:1 in the {theme} "
+                                   f"theme (below {MIN_CONTRAST}:1): {links['element']}")
+        if measured["framed"]:
+            report.problems.append(f"{measured['framed']} claim block(s) drawn in a box of another colour in the "
+                                   f"{theme} theme (a frame around the claim)")
+    toggles = audit.get("toggles", [])
+    report.dead_buttons[width] = len(toggles)
+    if toggles:
+        report.problems.append(f"at {width} px, {'; '.join(toggles)}")
+    for kind, found in (("code", audit.get("code", [])), ("table cells", audit.get("cells", []))):
+        if found:
+            report.problems.append(f"at {width} px, {len(found)} {kind} broken over lines: " + "; ".join(found[:3]))
+    _check_figures(report, width, audit.get("figures", []))
     if errors:
         report.console_errors = len(audit["errors"])
         if audit["errors"]:
             report.problems.append(f"{len(audit['errors'])} console error(s), e.g. {audit['errors'][0][:160]!r}")
+
+
+#: The smallest text (CSS px on screen) a figure may show, its tick labels included, unless a tap opens it full-size.
+MIN_FIGURE_TEXT_PX = 9.0
+_SVG_VIEWBOX = re.compile(r'<svg\b[^>]*?\bviewBox="\s*[-\d.]+[\s,]+[-\d.]+[\s,]+([\d.]+)', re.S)
+#: matplotlib's text drawn as paths (its default for SVG): each run of text is a group scaled by size / 100 (the glyphs
+#: are stored at 100 units an em, ``matplotlib.textpath.TextToPath.FONT_SCALE``); text kept as text has a font size.
+_SVG_GLYPH_SCALE = re.compile(r"scale\(([\d.]+) -\1\)")
+_SVG_FONT_SIZE = re.compile(r"font(?:-size)?:\s*(?:[a-z]+\s+)*([\d.]+)(?:px|pt)?\b")
+
+
+@functools.lru_cache(maxsize=512)
+def svg_text_size(path: Path) -> tuple[float, float] | None:
+    """The smallest font size of an SVG figure's text and the width of its view box, both in the SVG's user units
+    (points for matplotlib's figures); None when the file has no text (or no view box)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    box = _SVG_VIEWBOX.search(text)
+    sizes = [100 * float(m.group(1)) for m in _SVG_GLYPH_SCALE.finditer(text)]
+    sizes += [float(m.group(1)) for m in _SVG_FONT_SIZE.finditer(text)]
+    sizes = [size for size in sizes if size > 0]
+    if box is None or not sizes or float(box.group(1)) <= 0:
+        return None
+    return min(sizes), float(box.group(1))
+
+
+def _check_figures(report: PageReport, width: int, figures: list) -> None:
+    """Every figure readable at ``width``: its smallest text (an SVG's) at least MIN_FIGURE_TEXT_PX on screen, or a tap
+    that shows it where it is (full-size); a raster figure shown at under half its pixels (a 2x PNG at its size is
+    half) needs the tap as well."""
+    small = []
+    for figure in figures:
+        parts = urlsplit(figure["src"])
+        path = Path(unquote(parts.path)) if parts.scheme in ("file", "") else None
+        shown, full, name = figure["width"], figure["full"], figure["label"] or figure["src"].rsplit("/", 1)[-1]
+        if path is not None and path.suffix.lower() == ".svg":
+            measured = svg_text_size(path)
+            if measured is None:
+                continue
+            size, view_width = measured
+            on_screen, at_full = size * shown / view_width, size * full / view_width
+            if on_screen >= MIN_FIGURE_TEXT_PX or at_full >= MIN_FIGURE_TEXT_PX:
+                continue
+            small.append(f"figure '{name}': its smallest text is {on_screen:.1f} px on screen"
+                         + (f" and {at_full:.1f} px full-size" if full else ", and a tap does not open it full-size"))
+        elif figure["natural"] and shown < figure["natural"] / 2 - 1 and full < figure["natural"] / 2 - 1:
+            small.append(f"figure '{name}': shown at {shown:.0f} px of its {figure['natural']} px, and a tap does not "
+                         f"open it full-size")
+    report.small_figures[width] = len(small)
+    if small:
+        report.problems.append(f"at {width} px, {len(small)} figure(s) unreadable (text below {MIN_FIGURE_TEXT_PX:g} "
+                               f"px): " + "; ".join(small[:3]))
 
 
 #: A formula MathJax typeset, with the elements it drew (hundreds a formula), and a block of code, with the span
@@ -568,7 +807,11 @@ def _target(page: Path, href: str, html_root: Path) -> tuple[Path | None, str]:
 
 
 def _check_static(report: PageReport, page: Path, html_root: Path, ids_of) -> None:
-    soup = _soup(_lighter(page.read_text(encoding="utf-8", errors="replace")))
+    text = page.read_text(encoding="utf-8", errors="replace")
+    _check_machine_paths(report, page, html_root, text)
+    soup = _soup(_lighter(text))
+    if soup.html is not None and soup.html.has_attr("data-content_root"):     # a page of the book's theme
+        _check_book_page(report, soup, page, html_root)
     report.visible_code_lines = sum(len(c.get_text().strip("\n").splitlines()) for c in _visible_code_cells(soup))
     for tag, attr in (("script", "src"), ("link", "href")):
         for element in soup.find_all(tag):
@@ -614,6 +857,61 @@ def _check_static(report: PageReport, page: Path, html_root: Path, ids_of) -> No
             report.problems.append(f"link to {href} leads nowhere")
         elif fragment and path.suffix == ".html" and fragment not in ids_of(path):
             report.problems.append(f"link to {href}: no element with id {fragment!r} there")
+
+
+#: A path of the machine that built the book: under /tmp, /work, /root or a home folder (a page names the repository's
+#: files as the repository does, ``book/results/...``, never as one machine's folders).
+_MACHINE_PATH = re.compile(r"(?<![\w.~/-])/(?:tmp|work|root|home/[^/\s\"'<>]+|Users/[^/\s\"'<>]+)/[^\s\"'<>]*")
+
+
+def machine_paths(text: str, roots=()) -> list[str]:
+    """The paths of the building machine in ``text``: those under ``roots`` (the checkout the book was built from,
+    wherever it is), and any under /tmp, /work, /root or a home folder; each once, in order."""
+    found = [m.group(0) for m in _MACHINE_PATH.finditer(text)]
+    for root in roots:
+        found += [m.group(0) for m in re.finditer(re.escape(str(root)) + r"(?![\w.-])[^\s\"'<>]*", text)]
+    return list(dict.fromkeys(found))
+
+
+def _checkout_of(html_root: Path) -> list[Path]:
+    """The folder the book was built from (the nearest above the site holding ``_toc.yml``), as given and resolved."""
+    for folder in Path(html_root).resolve().parents:
+        if (folder / "_toc.yml").is_file():
+            return [folder] + ([Path(os.path.realpath(folder))] if os.path.realpath(folder) != str(folder) else [])
+    return []
+
+
+def _check_machine_paths(report: PageReport, page: Path, html_root: Path, text: str) -> None:
+    """No page, nor the notebook a reader downloads from it (``_sources/<page>.ipynb``), names a folder of the
+    machine that built it."""
+    roots = _checkout_of(html_root)
+    found = machine_paths(text, roots)
+    if found:
+        report.problems.append(f"{len(found)} path(s) of the building machine in the page, e.g. {found[0][:100]!r}")
+    relative = page.resolve().relative_to(Path(html_root).resolve()).with_suffix(".ipynb")
+    download = Path(html_root) / "_sources" / relative
+    if download.is_file():
+        found = machine_paths(download.read_text(encoding="utf-8", errors="replace"), roots)
+        if found:
+            report.problems.append(f"{len(found)} path(s) of the building machine in its download "
+                                   f"_sources/{relative.as_posix()}, e.g. {found[0][:100]!r}")
+
+
+def _check_book_page(report: PageReport, soup, page: Path, html_root: Path) -> None:
+    """What every page of the book offers: an icon, the whole book's PDF (or a note that this build has none), the
+    citation file and the date of the build."""
+    icon = soup.find("link", rel=lambda rel: rel and "icon" in rel)
+    target = _target(page, icon.get("href", ""), html_root)[0] if icon is not None else None
+    if target is None or not target.is_file():
+        report.problems.append("no favicon (a <link rel=\"icon\"> to a file of the site)")
+    pdf = soup.select_one("a.calib-book-pdf")
+    pdf_file = _target(page, pdf.get("href", ""), html_root)[0] if pdf is not None else None
+    if not (pdf_file is not None and pdf_file.is_file()) and soup.select_one(".calib-book-pdf-missing") is None:
+        report.problems.append("no link to the whole book's PDF (nor a note that this build has none)")
+    if not any(a["href"].endswith("CITATION.cff") for a in soup.find_all("a", href=True)):
+        report.problems.append("no link to CITATION.cff")
+    if soup.select_one(".last-updated") is None:
+        report.problems.append("no date of the build (last updated)")
 
 
 _REDIRECT = re.compile(r'<meta\s+http-equiv="refresh"\s+content="\d+;\s*url=([^"]+)"', re.I)
@@ -693,7 +991,7 @@ def book_pages(html_root: Path) -> list[Path]:
     """The pages a reader reaches: every HTML file of the build except Sphinx's sources and search machinery."""
     skip = {"_sources", "_static", "_images", "_modules"}
     return sorted(p for p in html_root.rglob("*.html") if not skip & set(p.relative_to(html_root).parts)
-                  and not p.name.startswith(".audit-"))
+                  and not p.name.startswith("."))            # the audit's copies, .audit-*.html, and any hidden file
 
 
 def check_book(html_root: Path, chromium: str | None = None, workers: int = 2, pages_per_launch: int = 4,

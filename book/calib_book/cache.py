@@ -71,12 +71,13 @@ _RESULTS_NAMED = re.compile(r"book/results/([A-Za-z0-9][\w.-]*)")
 
 
 def chapter_inputs(root: Path, name: str) -> list[Path]:
-    """The stored results and data a chapter reads, relative to ``root``: ``book/data``, ``book/results/NAME`` and
-    every ``book/results/OTHER`` the chapter's source names (whether or not they exist)."""
+    """The stored results and data a chapter reads, relative to ``root``: ``book/data/published`` (the papers'
+    tables; ``book/data/coverage`` is read by the coverage page, not by a chapter), ``book/results/NAME`` and every
+    ``book/results/OTHER`` the chapter's source names (whether or not they exist)."""
     source = (Path(root) / "chapters" / f"{name}.md").read_text(encoding="utf-8")
     named = {f"book/results/{m}" for m in _RESULTS_NAMED.findall(source)}
     folders = {Path(p).parts[2] for p in named} | {name}
-    return [Path("book/data"), *(Path("book/results") / f for f in sorted(folders))]
+    return [Path("book/data/published"), *(Path("book/results") / f for f in sorted(folders))]
 
 
 #: The packages whose version is part of a chapter's key, with Python's; those that compute the book's numbers
@@ -208,12 +209,12 @@ def chapter_key(root: Path, name: str, parameters: dict, strict: bool = True) ->
 def answers_key(root: Path) -> str:
     """The key under which the answer key's computed values are stored (``calib_book.answers.expected_value``):
     SHA-256 of the library (:func:`library_digest`, which holds the key's code), the stored results and data the
-    exercises read (``book/results``, ``book/data``), the versions (:func:`versions`) and this process's CPU
+    exercises read (``book/results``, ``book/data/published``), the versions (:func:`versions`) and this process's CPU
     instruction-set settings (some values come from a short training run, whose float32 sums depend on them)."""
     root = Path(root)
     components = {
         "library": library_digest(root),
-        "inputs": {folder: digest_tree(root / folder) for folder in ("book/data", "book/results")},
+        "inputs": {folder: digest_tree(root / folder) for folder in ("book/data/published", "book/results")},
         "versions": versions(),
         "cpu_isa": {k: os.environ.get(k) for k in (*CPU_ISA_VARIABLES, "CALIB_CPU_ISA")},
     }

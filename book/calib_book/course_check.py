@@ -1,22 +1,35 @@
-"""The comparison a course notebook's public and hidden tests make, with no answer key: copied into every test file.
+"""The one rule that grades a course answer, with no answer key in it: ``calib_book.exercises.check``, a course
+notebook's public tests and its hidden tests all decide through it, and the course's test files carry its source.
 
-A public test must say right or wrong without holding a readable expected value. It holds, for each element of
-the expected answer, a decimal step ``10**exponent`` no smaller than the width of the part's tolerance band
-``[e - tol, e + tol]`` (``tol = atol + rtol |e|``, the band ``calib_book.exercises.check`` calls right), and the
-salted, slow (PBKDF2) digests of every integer ``k = round(x / step)`` that a value ``x`` in the band rounds to:
-one or two of them, since the band is at most one step wide. Rounding is monotone, so an answer inside the band
-rounds to one of those integers and is never rejected for rounding; an answer more than a step away is rejected.
-A symbolic answer is compared through its values at a few points of its symbols, stored with the test.
+**A number** is right when it is within half a unit of the last digit the question asks for (a correct rounding is
+right; a rounding to one digit fewer, or an answer a unit off, is not). Each element ``e`` of the expected answer has
+a unit ``u`` (the last of the significant digits asked, ``rtol = 1e-6`` asking for 6, or the absolute precision
+``atol`` where the value is 0 or the question gives one), and every grader compares the integer
+``k = round(x / (u / 10))`` of the answer ``x`` with the centre ``K = round(e / (u / 10))``: right when
+``|k - K| <= 5``. A count is a whole number, and only that number is right (``|k - K| <= 0`` with ``u = 1``). So the
+three graders cannot disagree (:func:`element_integers` gives the integers to all three):
 
-A hidden test holds the expected value and the tolerances and compares as ``check`` does (``numpy.allclose``,
-sympy's ``simplify`` of the difference).
+- the hidden test holds the exponents, the centres and the slacks, and compares the integers;
+- the public test holds, per element, the exponent, the slack, the phase ``(K - slack) mod (2 slack + 1)`` and the
+  salted, slow (PBKDF2) digest of the block ``(k - phase) // (2 slack + 1)`` that the accepted integers
+  ``K - slack .. K + slack`` make up: the answer's block has that digest exactly when the answer is right, and the
+  test holds no readable value (the phase tells the centre modulo 11);
+- ``check`` computes the same integers from the expected value.
 
-A part with several valid answers is graded by one of three rules that need no secret to state, so the public and
-the hidden tests both apply them: ``any-of`` (right when within the tolerances of any of the valid values: two
-conventions, two valid bounds; the public test holds the digests of each), ``interval`` (a 95 % interval from one's
-own runs, right when it agrees with the key's runs within seed noise, :func:`within_seed_noise`; the public test
-checks only its form, the hidden test holds the key's interval), and a construction (an example or counterexample,
-right when the exercise's property holds: the test file carries the property's own source).
+**A closed form** (a part that asks for an exact expression) is right when it is a sympy expression without
+floating-point numbers whose value agrees, to 20 significant digits (evaluated with 40), with the key's; a decimal,
+however many digits it has, is not a closed form. **An expression in symbols** is compared through its values at a
+few points of its symbols, stored with the test, to 12 significant digits. Both go through the same integers.
+
+**A part with several valid answers** is graded by a rule that needs no secret to state: ``any-of`` (right when
+right for one of the valid values; the public test holds the digests of each), ``interval`` (a 95 % interval from
+runs the question fixes, which are bit-reproducible: each end is a number whose unit is the 3rd significant digit of
+the key's interval's width), and a construction (an example or counterexample, right when
+the exercise's property holds: the test file carries the property's own source).
+
+**A word or a truth value** (a verdict, a choice between named options) is graded by the hidden test only; the
+public test checks its form (one of the options) and, for a verdict on an interval of the same exercise, that it
+follows from that interval, so that the public test is no oracle that a few tries would read.
 
 This module imports only the standard library, numpy and sympy: the course's test files carry its source.
 """
@@ -34,6 +47,13 @@ DIGEST_ITERATIONS = 20_000
 
 NOT_ANSWERED = "not answered yet: replace the ... with your answer"
 
+#: The significant digits to which a closed form's value must agree with the key's (it is evaluated with twice as
+#: many), and an expression in symbols' values at the stored points.
+EXACT_DIGITS = 20
+SYMBOLIC_DIGITS = 12
+#: The significant digits of an interval's width to which each of its ends is graded.
+INTERVAL_DIGITS = 3
+
 
 def digest(salt: str, index: int, token: str) -> str:
     """The salted PBKDF2-SHA256 digest of one rounded element (``token``) at position ``index``."""
@@ -42,87 +62,237 @@ def digest(salt: str, index: int, token: str) -> str:
 
 def rounded(value: float, exponent: int) -> int:
     """``value`` in units of ``10**exponent``, rounded half up (monotone in ``value``)."""
-    return math.floor(value / 10.0 ** exponent + 0.5)
+    scaled = value * 10.0 ** -exponent if exponent < 0 else value / 10.0 ** exponent
+    return math.floor(scaled + 0.5)
 
 
-def symbol_values(given, symbols: dict[str, list[float]]) -> np.ndarray:
-    """The values of a sympy expression (or a number) at the stored points of its symbols, matched by name."""
+def significant_exponent(value: float, digits: int) -> int:
+    """The exponent of the last of ``digits`` significant digits of ``value`` (``value`` not 0)."""
+    return math.floor(math.log10(abs(value))) - digits + 1
+
+
+#: A number's integers count tenths of the unit of its last digit asked, and half a unit is right.
+SUBDIVISIONS, NUMBER_SLACK = 10, 5
+
+
+def bands(expected, rtol: float, atol: float, count: bool = False) -> list[list[int]]:
+    """Per element of ``expected`` (a number or an array), ``[exponent, centre, slack]``: the exponent of a tenth of
+    the unit of the last digit asked (the ``-log10(rtol)``-th significant digit; ``atol`` rounded up to a power of
+    ten where the element is 0 or ``atol`` is the coarser), the expected value in those tenths, and the slack, 5
+    (half a unit). A count (``count``, or a tolerance of half a unit or more with no relative one) asks for the whole
+    number: exponent 0, slack 0."""
+    out = []
+    for e in np.asarray(expected, dtype=float).reshape(-1):
+        e = float(e)
+        if count or (rtol == 0 and atol >= 0.5):
+            out.append([0, int(round(e)), 0])
+            continue
+        if rtol > 0 and e != 0:
+            exponent = significant_exponent(e, max(1, round(-math.log10(rtol))))
+            if atol > 10.0 ** exponent:
+                exponent = math.ceil(math.log10(atol))
+        else:
+            exponent = math.ceil(math.log10(atol)) if atol > 0 else -12
+        exponent -= round(math.log10(SUBDIVISIONS))
+        out.append([exponent, rounded(e, exponent), NUMBER_SLACK])
+    return out
+
+
+def interval_bands(reference) -> list[list[int]]:
+    """The bands of an interval ``(low, high)`` whose runs the question fixes: each end a number whose unit is the
+    :data:`INTERVAL_DIGITS`-th significant digit of the width (in tenths, half a unit of slack)."""
+    low, high = (float(v) for v in np.asarray(reference, dtype=float).ravel())
+    width = high - low
+    exponent = (significant_exponent(width, INTERVAL_DIGITS) if width > 0 else -12) - round(math.log10(SUBDIVISIONS))
+    return [[exponent, rounded(low, exponent), NUMBER_SLACK], [exponent, rounded(high, exponent), NUMBER_SLACK]]
+
+
+def block(integer: int, phase: int, slack: int) -> int:
+    """The block of ``2 slack + 1`` consecutive integers, starting at ``phase`` modulo its size, that holds
+    ``integer``: the integers ``K - slack .. K + slack`` of a band are one block when ``phase = (K - slack) mod
+    (2 slack + 1)``."""
+    return (integer - phase) // (2 * slack + 1)
+
+
+def band_block(centre: int, slack: int) -> tuple[int, int]:
+    """The phase and the block of the band ``centre - slack .. centre + slack`` (what a public test holds, the
+    block as a digest)."""
+    phase = (centre - slack) % (2 * slack + 1)
+    return phase, block(centre, phase, slack)
+
+
+def _expression(given, symbolic: bool):
+    """``given`` as a sympy expression: a closed form (``symbolic`` False: numbers only, no decimal) or an expression
+    in symbols; AssertionError saying what is wrong with its form."""
     import sympy
 
-    expression = sympy.sympify(given)
-    names = {s.name: s for s in expression.free_symbols}
-    unknown = sorted(set(names) - set(symbols))
-    if unknown:
-        raise AssertionError(f"the expression uses {', '.join(unknown)}, which the question does not")
-    count = len(next(iter(symbols.values()))) if symbols else 1
-    values = []
-    for i in range(count):
-        point = {names[n]: sympy.Float(v[i], 30) for n, v in symbols.items() if n in names}
-        values.append(complex(sympy.N(expression.subs(point), 30)))
-    values = np.array(values)
-    if np.any(np.abs(values.imag) > 1e-12 * np.maximum(1.0, np.abs(values.real))):
-        raise AssertionError("the expression is not real at the question's values")
-    return values.real
-
-
-def as_numbers(given, symbols: dict[str, list[float]] | None) -> np.ndarray:
-    """The answer as a float array: evaluated at the stored points when the part is symbolic."""
     if given is Ellipsis:
         raise AssertionError(NOT_ANSWERED)
-    if symbols is not None:
-        return symbol_values(given, symbols)
+    if isinstance(given, (float, np.floating)) and not symbolic:
+        raise AssertionError("a decimal: the question asks for the closed form, a sympy expression "
+                             "(e.g. sympy.exp(-1), sympy.Rational(1, 3)), not its value")
+    if isinstance(given, (bool, np.bool_)) or not isinstance(given, (sympy.Basic, str, int, float, np.number)):
+        raise AssertionError(f"expected a sympy expression, got {type(given).__name__}")
     try:
-        return np.asarray(given, dtype=float)
+        expression = sympy.sympify(given)
+    except (sympy.SympifyError, TypeError, ValueError, SyntaxError):
+        raise AssertionError("not an expression sympy can read") from None
+    if not isinstance(expression, sympy.Expr):
+        raise AssertionError(f"expected a sympy expression, got {type(expression).__name__}")
+    if not symbolic:
+        if expression.atoms(sympy.Float):
+            raise AssertionError("the expression holds a decimal number: the question asks for the closed form, "
+                                 "in exact numbers (sympy.Rational(1, 2), not 0.5)")
+        if expression.free_symbols:
+            raise AssertionError("the closed form is a number: the expression should have no symbols")
+    return expression
+
+
+def expression_integers(given, exponents: list[int], symbols: dict[str, list[float]] | None) -> list[int]:
+    """A closed form's value (``symbols`` None) or an expression's values at the stored points of its symbols
+    (matched by name), each as the integer ``round(value / 10**exponent)``, computed with twice
+    :data:`EXACT_DIGITS` significant digits; AssertionError saying what is wrong with the answer's form."""
+    import sympy
+
+    expression = _expression(given, symbols is not None)
+    names = {s.name: s for s in expression.free_symbols}
+    unknown = sorted(set(names) - set(symbols or {}))
+    if unknown:
+        raise AssertionError(f"the expression uses {', '.join(unknown)}, which the question does not")
+    points = [{}] if symbols is None else [
+        {names[n]: sympy.Rational(repr(float(v[i]))) for n, v in symbols.items() if n in names}
+        for i in range(len(exponents))]
+    integers = []
+    for point, exponent in zip(points, exponents):
+        try:
+            real, imaginary = sympy.N(expression.subs(point), 2 * EXACT_DIGITS).as_real_imag()
+            finite = bool(real.is_finite) and bool(imaginary.is_finite)
+        except (TypeError, ValueError, AttributeError):
+            finite = False
+        if not finite or not real.is_number:
+            raise AssertionError("the expression has no finite value at the question's values")
+        if abs(imaginary) > sympy.Integer(10) ** (exponent - 2):
+            raise AssertionError("the expression is not real at the question's values")
+        integers.append(int(sympy.floor(real * sympy.Integer(10) ** -exponent + sympy.Rational(1, 2))))
+    return integers
+
+
+def element_integers(given, spec: dict) -> list[int]:
+    """The answer's integers ``round(x / unit)``, one per element, that every grader compares (``spec``: the part's
+    ``kind`` and, per element, its ``exponents``; ``shape``; the ``symbols`` of an expression in symbols);
+    AssertionError saying what is wrong with the answer's form when it cannot be compared (not answered, not a
+    number, a decimal for a closed form, a shape that differs, a nan)."""
+    if given is Ellipsis:
+        raise AssertionError(NOT_ANSWERED)
+    kind = spec["kind"]
+    if kind in ("exact", "symbolic"):
+        return expression_integers(given, spec["exponents"], spec.get("symbols") if kind == "symbolic" else None)
+    if kind == "interval":
+        interval_form(given)
+    if isinstance(given, (str, bytes)) or _is_expression(given):
+        raise AssertionError(f"expected a number or an array of numbers, got {type(given).__name__}")
+    try:
+        values = np.asarray(given, dtype=float)
     except (TypeError, ValueError):
         raise AssertionError(f"expected a number or an array of numbers, got {type(given).__name__}") from None
-
-
-def normal_text(text: str) -> str:
-    """A text answer as ``calib_book.exercises.check`` compares it: case and surrounding blanks ignored."""
-    return " ".join(text.strip().lower().split())
-
-
-def public_verdict(given, spec: dict) -> bool:
-    """True when every element of ``given`` rounds to a digest the public test holds; raises AssertionError with
-    the reason when the answer cannot be compared (no answer, wrong shape, not a number)."""
-    if spec["kind"] == "any-of":
-        return any(public_verdict(given, option) for option in spec["options"])
-    if spec["kind"] == "text":
-        if given is Ellipsis:
-            raise AssertionError(NOT_ANSWERED)
-        if not isinstance(given, str):
-            raise AssertionError(f"expected a word or phrase, got {type(given).__name__}")
-        return digest(spec["salt"], 0, normal_text(given)) in spec["digests"][0]
-    if spec["kind"] == "bool":
-        if given is Ellipsis:
-            raise AssertionError(NOT_ANSWERED)
-        if not isinstance(given, (bool, np.bool_)):
-            raise AssertionError(f"expected True or False, got {type(given).__name__}")
-        return digest(spec["salt"], 0, str(bool(given))) in spec["digests"][0]
-    values = as_numbers(given, spec.get("symbols"))
     if list(values.shape) != list(spec["shape"]):
         raise AssertionError(f"shape {tuple(values.shape)}, expected shape {tuple(spec['shape'])}")
     flat = values.reshape(-1)
     if not np.all(np.isfinite(flat)):
         raise AssertionError("the answer holds a nan or an infinity")
-    return all(digest(spec["salt"], i, str(rounded(float(x), spec["exponents"][i]))) in spec["digests"][i]
-               for i, x in enumerate(flat))
+    return [rounded(float(x), exponent) for x, exponent in zip(flat, spec["exponents"])]
 
 
-def within_seed_noise(reference, given) -> bool:
-    """The rule for an interval a training exercise claims: ``given = (low, high)`` is right when its centre lies
-    within a quarter of the reference interval's width of the reference centre (what seed noise and another
-    machine's arithmetic explain) and its width is within a factor 1.5 of the reference width."""
-    low, high = (float(v) for v in interval_form(given))
-    ref_low, ref_high = (float(v) for v in np.asarray(reference, dtype=float).ravel())
-    width = ref_high - ref_low
-    centred = abs((low + high) / 2 - (ref_low + ref_high) / 2) <= width / 4
-    return bool(centred and width / 1.5 <= high - low <= 1.5 * width)
+def _is_expression(value) -> bool:
+    import sys
+
+    sympy = sys.modules.get("sympy")
+    return sympy is not None and isinstance(value, sympy.Basic) and not value.is_number
+
+
+def normal_text(text: str) -> str:
+    """A text answer as every grader compares it: case and surrounding blanks ignored."""
+    return " ".join(text.strip().lower().split())
+
+
+def public_verdict(given, spec: dict) -> bool:
+    """The public test's verdict: True when the block of every element's integer (:func:`element_integers`,
+    :func:`block`) has the digest the test holds; AssertionError with the reason when the answer cannot be compared.
+    A word or a truth value is graded by the hidden test only: :func:`choice_form` checks its form."""
+    if spec["kind"] == "any-of":
+        errors = []
+        for option in spec["options"]:
+            try:
+                if public_verdict(given, option):
+                    return True
+            except AssertionError as exc:
+                errors.append(exc)
+        if len(errors) == len(spec["options"]):
+            raise errors[0]
+        return False
+    integers = element_integers(given, spec)
+    return all(digest(spec["salt"], i, str(block(k, phase, slack))) == expected
+               for i, (k, phase, slack, expected) in enumerate(zip(integers, spec["phases"], spec["slacks"],
+                                                                    spec["digests"])))
+
+
+def hidden_verdict(given, spec: dict) -> bool:
+    """The hidden test's verdict under the same rule: every element's integer within its slack of its centre
+    (``spec``: kind, shape, symbols and, per element, ``bands``); False for an answer that cannot be compared."""
+    if spec["kind"] == "any-of":
+        return any(hidden_verdict(given, option) for option in spec["options"])
+    if spec["kind"] in ("text", "bool"):
+        return choice_verdict(given, spec)
+    try:
+        integers = element_integers(given, {**spec, "exponents": [b[0] for b in spec["bands"]]})
+    except AssertionError:
+        return False
+    return all(abs(k - centre) <= slack for k, (_, centre, slack) in zip(integers, spec["bands"]))
+
+
+def choice_verdict(given, spec: dict) -> bool:
+    """A word (case and blanks ignored) or a truth value, equal to the expected one."""
+    if spec["kind"] == "bool":
+        return isinstance(given, (bool, np.bool_)) and bool(given) == spec["expected"]
+    return isinstance(given, str) and normal_text(given) == normal_text(spec["expected"])
+
+
+def choice_form(given, spec: dict) -> None:
+    """The public check of a word or a truth value: its form only (one of the options, when the question names
+    them); AssertionError saying what is wrong."""
+    if given is Ellipsis:
+        raise AssertionError(NOT_ANSWERED)
+    if spec["kind"] == "bool":
+        if not isinstance(given, (bool, np.bool_)):
+            raise AssertionError(f"expected True or False, got {type(given).__name__}")
+        return
+    if not isinstance(given, str):
+        raise AssertionError(f"expected a word or phrase, got {type(given).__name__}")
+    options = spec.get("choices")
+    if options and normal_text(given) not in [normal_text(o) for o in options]:
+        raise AssertionError("expected one of " + ", ".join(repr(o) for o in options))
+
+
+def verdict_of(interval) -> str:
+    """'lower', 'higher' or 'no difference': which side of 0 a 95 % interval of a difference lies on."""
+    low, high = (float(v) for v in interval_form(interval))
+    return "lower" if high < 0 else "higher" if low > 0 else "no difference"
+
+
+def verdict_follows(verdict, interval) -> None:
+    """The public check of a verdict on one's own interval: AssertionError unless ``verdict`` is what the interval
+    says (the interval's own form is checked, and graded, by its part)."""
+    try:
+        side = verdict_of(interval)
+    except AssertionError:
+        return                  # the interval's part says what is wrong with it
+    if normal_text(verdict) != side:
+        raise AssertionError(f"your verdict does not follow from your interval ({side!r} does)")
 
 
 def interval_form(given) -> np.ndarray:
     """``given`` as an interval ``(low, high)`` of finite numbers with low <= high; AssertionError saying what is
-    wrong with its form otherwise (the public test of an interval checks only this)."""
+    wrong with its form otherwise."""
     if given is Ellipsis:
         raise AssertionError(NOT_ANSWERED)
     try:
@@ -134,62 +304,6 @@ def interval_form(given) -> np.ndarray:
     return values
 
 
-def any_of(references, given, rtol: float, atol: float) -> bool:
-    """True when ``given`` is within ``atol + rtol |v|`` of one of the valid values ``references``."""
-    try:
-        values = np.asarray(given, dtype=float)
-    except (TypeError, ValueError):
-        return False
-    for reference in references:
-        reference = np.asarray(reference, dtype=float)
-        if values.shape == reference.shape and bool(np.all(np.isfinite(values))) \
-                and bool(np.allclose(values, reference, rtol=rtol, atol=atol)):
-            return True
-    return False
-
-
-def hidden_verdict(given, expected, rtol: float, atol: float, symbols: dict[str, list[float]] | None) -> bool:
-    """True when ``given`` is right as ``calib_book.exercises.check`` says: equal booleans, an expression whose
-    difference from the expected one simplifies to 0, numbers within ``atol + rtol |expected|``."""
-    if given is Ellipsis:
-        return False
-    if isinstance(expected, bool):
-        return isinstance(given, (bool, np.bool_)) and bool(given) == expected
-    if symbols is not None:
-        import sympy
-
-        try:
-            expression = sympy.sympify(given)
-            key = sympy.sympify(expected)
-            return sympy.simplify(_plain(expression) - _plain(key)) == 0
-        except (sympy.SympifyError, TypeError):
-            return False
-    if isinstance(expected, str):             # a text answer (a symbolic key, also a string, has symbols)
-        return isinstance(given, str) and normal_text(given) == normal_text(expected)
-    try:
-        values = np.asarray(given, dtype=float)
-    except (TypeError, ValueError):
-        return False
-    expected = np.asarray(expected, dtype=float)
-    return values.shape == expected.shape and bool(np.all(np.isfinite(values))) \
-        and bool(np.allclose(values, expected, rtol=rtol, atol=atol))
-
-
-def graded_verdict(given, spec: dict) -> bool:
-    """The hidden test's verdict on ``given`` under the part's rule (``spec``: rule, expected, rtol, atol,
-    symbols)."""
-    if given is Ellipsis:
-        return False
-    if spec["rule"] == "any-of":
-        return any_of(spec["expected"], given, spec["rtol"], spec["atol"])
-    if spec["rule"] == "interval":
-        try:
-            return within_seed_noise(spec["expected"], given)
-        except AssertionError:
-            return False
-    return hidden_verdict(given, spec["expected"], spec["rtol"], spec["atol"], spec["symbols"])
-
-
 def _holds(verify, given) -> bool:
     """A construction's property on ``given``; an answer of the wrong form (the property raises) does not hold."""
     if given is Ellipsis:
@@ -198,10 +312,3 @@ def _holds(verify, given) -> bool:
         return bool(verify(given))
     except Exception:
         return False
-
-
-def _plain(expression):
-    """The expression with its symbols compared by name (a student's ``Symbol("gamma")`` is the key's gamma)."""
-    import sympy
-
-    return expression.subs({s: sympy.Symbol(s.name) for s in expression.free_symbols})

@@ -13,27 +13,33 @@ first asked (nothing here is a typed-in number that could drift from the library
 The book's own solutions end with ``check(..., strict=True)``: a solution whose answer is not right raises
 :class:`ExerciseError`, so the book does not build with a wrong solution.
 
-Answers are compared by kind:
+Answers are graded by the rule the course's public and hidden tests apply (:mod:`calib_book.course_check`), so that
+a ``right`` here is a point there:
 
-- numbers and arrays: ``right`` within ``rtol``/``atol`` (the precision the question asks for), ``close`` when
-  the answer is the expected value correctly rounded to at least ``close_digits`` significant digits (an error
-  that rounding explains), else ``wrong``; a shape that differs is ``wrong``. A part with several valid answers
-  (a bound) is ``right`` for any of them. ``rule(label)`` states each part's rule;
-- sympy expressions: ``right`` when the difference simplifies to 0, else ``wrong``; a plain number against a
-  symbolic value is compared numerically;
-- booleans, integers and strings: equal or not (strings ignore case and surrounding blanks).
+- numbers and arrays: ``right`` to the precision the question asks for (``rtol = 1e-6``: six significant digits),
+  within half a unit of the last digit asked, so that a correct rounding is right; ``close`` when the answer is
+  the expected value correctly rounded to at least ``close_digits`` significant digits (an error that rounding
+  explains: carry more digits), else ``wrong``; a shape that differs is ``wrong``. A part with several valid answers
+  (a bound) is ``right`` for any of them. ``rule(label)`` states each part's rule. ``close`` is feedback: the
+  course gives it no points;
+- closed forms: ``right`` for a sympy expression in exact numbers whose value agrees with the expected one to 20
+  significant digits; a decimal is at best ``close``; an expression in symbols is compared by its values at a few
+  points of its symbols, to 12 significant digits;
+- booleans and words: equal or not (words ignore case and surrounding blanks).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from calib_book import course_check
 from calib_book.answers import (_VALUES, EXERCISES, Exercise, Expected, accepted, expected_value,  # noqa: F401
-                                register)  # register: for new keys
+                                graded_form, register)  # register: for new keys
 
 __all__ = ["ExerciseError", "PartResult", "CheckResult", "check", "labels", "parts_of", "rule", "LEVELS",
            "ExerciseEntry", "exercises_in", "solution_text"]
@@ -49,7 +55,7 @@ _CACHE: dict[tuple[str, str], Any] = _VALUES      # the expected values computed
 def labels(chapter: str | None = None) -> list[str]:
     """The labels of the exercises that have a self-check (those of one chapter when ``chapter`` is given)."""
     _load()
-    return sorted(l for l, e in EXERCISES.items() if chapter is None or e.chapter == chapter)
+    return sorted(label for label, e in EXERCISES.items() if chapter is None or e.chapter == chapter)
 
 
 def parts_of(label: str) -> list[str]:
@@ -64,16 +70,22 @@ def rule(label: str) -> dict[str, str]:
 
 def _rule_text(spec: Expected) -> str:
     if spec.exact:
-        return "right: the closed form, as a sympy expression; close: a decimal value to 3 or more significant digits"
+        return ("right: the closed form, a sympy expression in exact numbers (its value agrees to "
+                f"{course_check.EXACT_DIGITS} significant digits); a decimal is not a closed form")
     if spec.accept is not None:
         return f"right: {spec.accepts}"
+    if spec.choices:
+        return "right: the word the question asks for, one of " + ", ".join(repr(c) for c in spec.choices)
     if spec.rtol == 0:
-        right = "right: exact" if spec.atol >= 0.5 else f"right: within {spec.atol:.0e} absolute"
+        right = "right: the whole number" if spec.atol >= 0.5 else \
+            f"right: to {10.0 ** math.ceil(math.log10(spec.atol)):.0e} absolute, within half a unit (a correct " \
+            "rounding is right)"
     else:
-        right = f"right: {_digits(spec.rtol)} significant digits (relative error <= {spec.rtol:.0e})"
+        right = (f"right: {_digits(spec.rtol)} significant digits, within half a unit of the last (a correct "
+                 f"rounding is right)")
     if spec.close_digits is None or spec.rtol == 0 or spec.close_digits >= _digits(spec.rtol):
-        return right + "; no close band"
-    return right + f"; close: correctly rounded to {spec.close_digits} or more significant digits"
+        return right
+    return right + f"; close (feedback, no points): correctly rounded to {spec.close_digits} or more significant digits"
 
 
 def _digits(rtol: float) -> int:
@@ -150,7 +162,7 @@ def check(label: str, answer=None, /, *, strict: bool = False, quiet: bool = Fal
     result = CheckResult(label)
     for name, given in parts.items():
         expected = exercise.parts[name]
-        result.parts.append(_compare(name, given, expected_value(label, name), expected))
+        result.parts.append(_compare(name, given, expected_value(label, name), expected, f"{label} {name}"))
     if not quiet:
         print(result)
     if strict and not result.right:
@@ -167,37 +179,34 @@ def _exercise(label: str) -> Exercise:
     return EXERCISES[label]
 
 
-def _compare(name: str, given, expected, spec: Expected) -> PartResult:
-    hint = f"; {spec.hint}" if spec.hint else ""
-    if spec.accept is not None and spec.accept != "any-of":      # an interval or a construction: its rule decides
+def _compare(name: str, given, expected, spec: Expected, where: str = "") -> PartResult:
+    """One part's verdict under the course's rule (:func:`calib_book.answers.graded_form`,
+    :func:`calib_book.course_check.hidden_verdict`), with ``close`` and a detail as feedback."""
+    hint = spec.hint
+    if spec.accept is not None and spec.accept not in ("any-of", "interval"):      # a construction: its property
         right = accepted(spec, expected, given)
-        return PartResult(name, "right" if right else "wrong", "" if right else hint.removeprefix("; "))
-    if _is_symbolic(expected) or _is_symbolic(given):
-        return _compare_symbolic(name, given, expected, spec, hint)
-    if spec.exact:
-        return _compare_exact(name, given, expected, spec, hint)
-    if isinstance(expected, (bool, np.bool_)) or isinstance(expected, str):
-        same = (str(given).strip().lower() == expected.strip().lower()) if isinstance(expected, str) \
-            else (isinstance(given, (bool, np.bool_)) and bool(given) == bool(expected))
-        return PartResult(name, "right" if same else "wrong", "" if same else hint.removeprefix("; "))
+        return PartResult(name, "right" if right else "wrong", "" if right else hint)
+    form = graded_form(spec, expected, where or name)
     try:
-        g = np.asarray(given, dtype=float)
-    except (TypeError, ValueError):
-        return PartResult(name, "wrong", f"expected a number or an array of numbers, got {type(given).__name__}")
-    e = np.asarray(expected, dtype=float)
-    if g.shape != e.shape:
-        return PartResult(name, "wrong", f"shape {g.shape}, expected shape {e.shape}")
-    if not np.all(np.isfinite(g)):
-        return PartResult(name, "wrong", "the answer holds a nan or an infinity")
-    if spec.accept == "any-of" and accepted(spec, expected, given):
+        if form["kind"] in ("text", "bool"):
+            right = course_check.choice_verdict(given, form)
+        else:
+            first = form["options"][0] if form["kind"] == "any-of" else form
+            course_check.element_integers(given, {**first, "exponents": [b[0] for b in first["bands"]]})  # its form
+            right = course_check.hidden_verdict(given, form)
+    except AssertionError as exc:
+        if spec.exact and str(exc).startswith(("a decimal", "the expression holds a decimal")):
+            return _decimal_for_closed_form(name, given, expected, spec, hint)
+        return PartResult(name, "wrong", str(exc) if str(exc) != course_check.NOT_ANSWERED else hint)
+    if right:
         return PartResult(name, "right")
-    if np.allclose(g, e, rtol=spec.rtol, atol=spec.atol):
-        return PartResult(name, "right")
-    agreed = _significant_digits_agreed(g, e)
-    if spec.close_digits is not None and spec.rtol > 0 and agreed >= spec.close_digits:
-        return PartResult(name, "close", f"right to {agreed} significant digits, the check asks for "
-                                         f"{_digits(spec.rtol)}: carry more digits or compute in float64{hint}")
-    return PartResult(name, "wrong", hint.removeprefix("; "))
+    if form["kind"] == "number" and spec.close_digits is not None and spec.rtol > 0:
+        agreed = _significant_digits_agreed(np.asarray(given, dtype=float), np.asarray(expected, dtype=float))
+        if spec.close_digits <= agreed < _digits(spec.rtol):
+            return PartResult(name, "close", f"right to {agreed} significant digits, the check asks for "
+                                             f"{_digits(spec.rtol)}: carry more digits or compute in float64"
+                                             + (f"; {hint}" if hint else ""))
+    return PartResult(name, "wrong", hint)
 
 
 def _significant_digits_agreed(given: np.ndarray, expected: np.ndarray) -> int:
@@ -211,41 +220,18 @@ def _significant_digits_agreed(given: np.ndarray, expected: np.ndarray) -> int:
     return k
 
 
-def _compare_exact(name, given, expected, spec, hint) -> PartResult:
-    """A part that asks for a closed form: a sympy expression equal to it is right, a decimal at best close."""
+def _decimal_for_closed_form(name, given, expected, spec, hint) -> PartResult:
+    """A decimal (or an expression holding one) for a part that asks for a closed form: at best close."""
     import sympy
 
-    if isinstance(given, sympy.Basic):
-        same = sympy.simplify(given - expected) == 0
-        return PartResult(name, "right" if same else "wrong", "" if same else hint.removeprefix("; "))
-    numeric = _compare(name, given, float(expected), Expected(spec.compute, spec.rtol, spec.atol, spec.close_digits))
-    if numeric.verdict == "wrong":
-        return PartResult(name, "wrong", hint.removeprefix("; "))
-    return PartResult(name, "close", "the value agrees; the question asks for the closed form (a sympy expression)")
-
-
-def _is_symbolic(value) -> bool:
     try:
-        import sympy
-    except ImportError:         # pragma: no cover - sympy is a dependency
-        return False
-    return isinstance(value, sympy.Basic) and not value.is_number
-
-
-def _compare_symbolic(name, given, expected, spec, hint) -> PartResult:
-    import sympy
-
-    def plain(expr):        # symbols compared by name: a student's Symbol("gamma") is the key's gamma
-        expr = sympy.sympify(expr)
-        return expr.subs({s: sympy.Symbol(s.name) for s in expr.free_symbols})
-
-    try:
-        difference = sympy.simplify(plain(given) - plain(expected))
-    except (sympy.SympifyError, TypeError) as exc:
-        return PartResult(name, "wrong", f"not an expression sympy can read ({type(exc).__name__})")
-    if difference == 0:
-        return PartResult(name, "right")
-    return PartResult(name, "wrong", hint.removeprefix("; "))
+        value = float(sympy.N(sympy.sympify(given), 30))
+    except (TypeError, ValueError, sympy.SympifyError):
+        return PartResult(name, "wrong", hint)
+    if _significant_digits_agreed(np.array(value), np.array(float(sympy.N(expected, 30)))) >= (spec.close_digits or 3):
+        return PartResult(name, "close", "the value agrees; the question asks for the closed form (a sympy expression "
+                                         "in exact numbers)")
+    return PartResult(name, "wrong", hint)
 
 
 def _load() -> None:

@@ -2,9 +2,9 @@
 
 :func:`key_needles` lists what must not reach a student, three kinds:
 
-- ``key``: the text of ``book/calib_book/answers.py``, each of its lines of 40 characters or more (stripped) that
-  no chapter shows outside its solutions (an exercise's statement may give the code that builds its data, which the
-  key repeats), and an import of it (``from calib_book.answers import``, ``EXERCISES[``);
+- ``key``: the text of the key's package ``book/calib_book/answers/``, each line of its modules of 40 characters or
+  more (stripped) that no chapter shows outside its solutions (an exercise's statement may give the code that builds
+  its data, which the key repeats), and an import of it (``from calib_book.answers import``, ``EXERCISES[``);
 - ``value``: every expected number of every part, printed as it could be at its precision: rounded to each
   number of significant digits from the part's precision (at least 4) to 17, fixed, general and scientific, and
   truncated from 6 digits on; a number with fewer than 4 significant digits (0.5, an integer) is too common to
@@ -130,12 +130,16 @@ def key_needles(root: Path) -> tuple[list[Needle], dict[str, int]]:
     parts = key_parts()
     # a construction's property is public: the course's test files carry its source, and it reveals no answer
     public_text += "".join(inspect.getsource(p.spec.accept) for p in parts if p.rule == "construction")
-    answers = root / "book" / "calib_book" / "answers.py"
-    needles += [Needle("key", line.strip(), "answers.py") for line in answers.read_text(encoding="utf-8").splitlines()
-                if len(line.strip()) >= MIN_LINE and line.strip() not in public_text
-                and line.strip() not in library]   # a line the public library holds tells nothing
-    needles += [Needle("key", name, "answers.py") for name in ("from calib_book.answers import",
-                                                               "import calib_book.answers", "EXERCISES[")]
+    # the grading rule is public too: every course test file carries calib_book/course_check.py, which holds no key
+    public_text += (root / "book" / "calib_book" / "course_check.py").read_text(encoding="utf-8")
+    key = root / "book" / "calib_book" / "answers"         # the key's package: every module of it
+    for module in sorted(key.rglob("*.py")):
+        needles += [Needle("key", line.strip(), f"answers/{module.relative_to(key).as_posix()}")
+                    for line in module.read_text(encoding="utf-8").splitlines()
+                    if len(line.strip()) >= MIN_LINE and line.strip() not in public_text
+                    and line.strip() not in library]   # a line the public library holds tells nothing
+    needles += [Needle("key", name, "answers") for name in ("from calib_book.answers import",
+                                                            "import calib_book.answers", "EXERCISES[")]
     counts = {"values": 0, "values_too_short": 0}
     for part in parts:
         where = f"{part.label} {part.part}"

@@ -49,7 +49,8 @@ PAPERS = {
     "karandikar2021": "Karandikar et al. (2021), *Soft Calibration Objectives for Neural Networks*",
     "zhou2025": "Zhou et al. (2025), *Revisiting Reweighted Risk for Calibration: AURC, Focal and Inverse Focal Loss*",
     "guo2017": "Guo et al. (2017), *On Calibration of Modern Neural Networks*",
-    "kumar2018": "Kumar et al. (2018), *Trainable Calibration Measures for Neural Networks from Kernel Mean Embeddings*",
+    "kumar2018": ("Kumar et al. (2018), *Trainable Calibration Measures for Neural Networks from Kernel Mean "
+                  "Embeddings*"),
     "kumar2019": "Kumar et al. (2019), *Verified Uncertainty Calibration*",
     "lin2017": "Lin et al. (2017), *Focal Loss for Dense Object Detection*",
 }
@@ -392,8 +393,9 @@ def released_code_page(records: list[claims_module.Claim]) -> str:
     """MyST source of the released-code page: claims about the authors' code, which are never errata."""
     mine = [c for c in records if c.about == "code"]
     out = ["(released-code)=", "# Notes on the released code", "",
-           f"What the chapters found in the authors' released code ({len(mine)} note{'s' if len(mine) != 1 else ''}). The released code is not "
-           "the paper: a difference between them is reported here, never as an erratum of the paper.", ""]
+           f"What the chapters found in the authors' released code ({len(mine)} note{'s' if len(mine) != 1 else ''}). "
+           "The released code is not the paper: a difference between them is reported here, never as an erratum of "
+           "the paper.", ""]
     out += [line for c in mine for line in _entry(c, f"**{_md(c.id)}**" + (f" · {_md(c.where)}" if c.where else ""))]
     if not mine:
         out.append("No claim about the released code has been recorded.")

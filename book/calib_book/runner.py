@@ -27,8 +27,9 @@ A chapter is executed again only when something its output depends on changed. I
 - its parameters: the profile, the overrides (``-p``) and ``strict``;
 - the library's source: every file under ``calib/`` and under this package's folder (``calib_book/``), byte for
   byte (:func:`~calib_book.cache.library_digest`);
-- the stored results and data it reads (:func:`~calib_book.cache.chapter_inputs`): ``book/data/``, ``book/results/NAME/`` and every
-  ``book/results/OTHER`` its source names (chapters 07 and 11 read chapter 10's runs);
+- the stored results and data it reads (:func:`~calib_book.cache.chapter_inputs`): ``book/data/``,
+  ``book/results/NAME/`` and every ``book/results/OTHER`` its source names (chapters 07 and 11 read chapter 10's
+  runs);
 - the environment variables that choose what it reads (``CALIB_DATA``, ``CALIB_BOOK_ROOT``:
   :data:`~calib_book.cache.INPUT_VARIABLES`) and a fingerprint of the dataset files it loads (path, size,
   modification time and the digest of each file's first and last MB, :func:`~calib_book.cache.dataset_fingerprints`);
@@ -93,6 +94,7 @@ from calib_book import timeouts
 from calib_book.cache import (chapter_inputs, chapter_key, digest_file, kernel_environment,  # noqa: F401 (re-exported)
                               library_digest)
 from calib_book.claims import repo_root
+from calib_book.coverage import COVERAGE_FOLDER, coverage_page
 from calib_book.exercises import exercises_in
 from calib_book.pages import (errata_page, exercises_page, ledger_page, released_code_page, reproduction_page,
                               status_page)
@@ -253,8 +255,9 @@ def chapters_in_toc(root: Path) -> list[str]:
 @dataclass
 class ChapterRun:
     """One chapter's turn in a run: its wall time (for a reused chapter, that of its last execution), the claims it
-    recorded, whether it succeeded, and whether its last execution was reused (:func:`~calib_book.cache.chapter_key`) or, when it
-    was executed, why (``"forced"``, ``"no earlier successful execution"``, ``"changed: source, library"``)."""
+    recorded, whether it succeeded, and whether its last execution was reused (:func:`~calib_book.cache.chapter_key`)
+    or, when it was executed, why (``"forced"``, ``"no earlier successful execution"``,
+    ``"changed: source, library"``)."""
 
     name: str
     seconds: float
@@ -271,8 +274,10 @@ def _chapter_title(source: Path) -> str:
     return match.group(1).strip() if match else source.stem
 
 
-#: The pages :func:`build_book` writes into the staged ``book/`` folder (the back matter of :mod:`calib_book.pages`).
-GENERATED_PAGES = ("claims.md", "errata.md", "reproduction.md", "released-code.md", "status.md", "exercises.md")
+#: The pages :func:`build_book` writes into the staged ``book/`` folder (the back matter of :mod:`calib_book.pages`,
+#: and :mod:`calib_book.coverage`'s page).
+GENERATED_PAGES = ("claims.md", "errata.md", "reproduction.md", "released-code.md", "status.md", "exercises.md",
+                   "coverage.md")
 
 
 def _stage_static(root: Path, src: Path) -> None:
@@ -346,8 +351,8 @@ def run_chapter(root: Path, name: str, profile: str = "quick", parameters: dict 
     with the chapter, and this package's folder on its ``PYTHONPATH`` (:func:`book_path`). Raises
     :class:`ChapterError` naming the failing cell. With ``strict=False`` a claim the computation does not confirm
     is recorded as not confirmed and the chapter goes on (``$CALIB_STRICT=0``). A chapter whose
-    :func:`~calib_book.cache.chapter_key` is that of its last successful execution is not executed: its notebook and claims are
-    reused (the module's docstring says when), unless ``force``. Holds the :class:`BuildLock`.
+    :func:`~calib_book.cache.chapter_key` is that of its last successful execution is not executed: its notebook and
+    claims are reused (the module's docstring says when), unless ``force``. Holds the :class:`BuildLock`.
     """
     with BuildLock(root) as lock:
         if lock.outermost:
@@ -778,7 +783,8 @@ def build_book(root: Path, strict: bool = True, student: bool = False, with_stud
 
     With ``student=True`` the book is rendered without the exercises' solutions into
     ``_build/student/_build/html``, and the chapters are also written, solutions removed and unexecuted, as
-    notebooks for students to work in, under ``_build/student/notebooks`` (see :func:`~calib_book.student.strip_solutions`).
+    notebooks for students to work in, under ``_build/student/notebooks`` (see
+    :func:`~calib_book.student.strip_solutions`).
     With ``with_student=True`` both editions are rendered, by two jupyter-book processes at once, and the full
     edition's index is returned. Holds the :class:`BuildLock`.
 
@@ -811,6 +817,8 @@ def _build_book(root: Path, strict: bool, student: bool, with_student: bool = Fa
     _write_if_changed(src / "book" / "claims.md", ledger_page(records, names))
     _write_if_changed(src / "book" / "errata.md", errata_page(records))
     _write_if_changed(src / "book" / "reproduction.md", reproduction_page(records))
+    if (root / COVERAGE_FOLDER).is_dir():              # what each paper states, and the claims that decide it
+        _write_if_changed(src / "book" / "coverage.md", coverage_page(records, root=root))
     _write_if_changed(src / "book" / "released-code.md", released_code_page(records))
     _write_if_changed(src / "book" / "status.md", status_page(timings, names))
     entries = [e for n in names for e in exercises_in(n, (root / "chapters" / f"{n}.md").read_text(encoding="utf-8"))]

@@ -51,24 +51,34 @@ def strip_solutions(nb):
 _EXERCISE_LABEL = re.compile(r"^(?:`{3,}|:{3,})\{exercise\}[^\n]*\n(?::[^\n]*\n)*?:label:\s*(\S+)", re.M)
 
 
-def add_starter_cells(nb):
-    """After each exercise, a code cell for the student's work that ends with the exercise's self-check call
-    (``check("ex-...", part=..., ...)``, the parts from ``calib_book.answers``); in place, returns it."""
+def add_starter_cells(nb, answer_lines=None):
+    """After each exercise, a code cell for the student's work (tagged ``student-work``), in place; returns it.
+
+    The cell is ``# Exercise <label>: your work here`` followed by ``answer_lines(label)``. The default is the
+    book's self-check call (``check("ex-...", part=..., ...)``, the parts from ``calib_book.answers``); the course
+    edition (:func:`calib_book.course.student_notebook`) passes its answer dictionary and ``grader.check`` instead,
+    so that both editions put the same cells in the same places.
+    """
     import nbformat
 
-    from calib_book import exercises
+    if answer_lines is None:
+        from calib_book import exercises
 
-    known = set(exercises.labels())
+        known = set(exercises.labels())
+
+        def answer_lines(label):
+            if label not in known:
+                return []
+            parts = ", ".join(f"{part}=..." for part in exercises.parts_of(label))
+            return ["", "from calib_book.exercises import check", "", f"check({label!r}, {parts})"]
+
     cells = []
     for cell in nb.cells:
         cells.append(cell)
         if cell.cell_type != "markdown":
             continue
         for label in _EXERCISE_LABEL.findall(cell.source):
-            lines = [f"# Exercise {label}: your work here"]
-            if label in known:
-                parts = ", ".join(f"{part}=..." for part in exercises.parts_of(label))
-                lines += ["", "from calib_book.exercises import check", "", f"check({label!r}, {parts})"]
+            lines = [f"# Exercise {label}: your work here", *answer_lines(label)]
             cells.append(nbformat.v4.new_code_cell("\n".join(lines), metadata={"tags": ["student-work"]}))
     nb.cells = cells
     return nb

@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit, softmax
 
-from calib._validate import as_float_array, as_scores, check_finite, check_int, check_positive, to_numpy
+from calib._validate import (as_float_array, as_scores, check_finite, check_int, check_positive, checked_tensor,
+                             is_tensor, to_numpy)
 from calib.focal.numerics import (as_probability, check_gamma, golden_section_minimise,
                                    log1p_gamma_r_negative, log_gradient_factor, log_one_minus_r, r_of_logit,
                                    r_top, scalar_or_array)
@@ -209,27 +210,22 @@ def focal_map(logits, gamma):
 
     Notes
     -----
-    Evaluated in log space from the logits, never from the rounded probabilities: ``log h_i = log v_i - gamma log(1 - v_i) - log(1 + gamma r_i)`` with
-    ``r = -v log v / (1 - v)`` in [0, 1] (so ``g = (1-v)^gamma (1 + gamma r)``), ``log v`` from the shifted
-    logits and ``log(1 - v_top)`` as the log-sum-exp of the other classes relative to the top one. So a
-    saturated output (float32 softmax of logits (20, 0, 0) is exactly (1, 0, 0), where the printed formula
-    gives nan) still maps to finite probabilities summing to 1, and a numerically one-hot row stays
-    one-hot (the paper's convention). Since h is increasing (gamma >= 0; Prop. 12), the argmax is kept; for
-    gamma in [-1, 0), h is not monotone, but the argmax is still kept (the tests check it). For gamma < 0 the
+    Evaluated in log space from the logits, never from the rounded probabilities:
+    ``log h_i = log v_i - gamma log(1 - v_i) - log(1 + gamma r_i)`` with ``r = -v log v / (1 - v)`` in [0, 1] (so
+    ``g = (1-v)^gamma (1 + gamma r)``), ``log v`` from the shifted logits and ``log(1 - v_top)`` as the log-sum-exp of
+    the other classes relative to the top one. So a saturated output (float32 softmax of logits (20, 0, 0) is exactly
+    (1, 0, 0), where the printed formula gives nan) still maps to finite probabilities summing to 1, and a numerically
+    one-hot row stays one-hot (the paper's convention). Since h is increasing (gamma >= 0; Prop. 12), the argmax is
+    kept; for gamma in [-1, 0), h is not monotone, but the argmax is still kept (the tests check it). For gamma < 0 the
     top class's ``log(1 + gamma r)`` is evaluated as ``log((1 + gamma) + (-gamma)(1 - r))`` with ``1 - r`` from a
     series, so gamma = -1, where ``1 + gamma r_top -> 0`` as v_top -> 1, stays exact.
     The inverse map (from eta back to q^{gamma,*}) is :func:`~calib.focal.optimum.focal_optimal_prediction`.
     """
     gamma = check_gamma(gamma, domain="map", scalar=True)
-    if type(logits).__module__.startswith("torch"):
+    if is_tensor(logits):
         import torch
 
-        if logits.ndim != 2 or logits.shape[1] < 2 or logits.shape[0] == 0:
-            raise ValueError(f"logits must have shape (N, K) with N >= 1 and K >= 2; got {tuple(logits.shape)}.")
-        if not logits.is_floating_point():
-            logits = logits.double()
-        if not bool(torch.isfinite(logits).all()):
-            raise ValueError("logits contains NaN or infinity; remove or repair those entries before calling.")
+        logits = checked_tensor(logits)
         low = logits.dtype in (torch.float16, torch.bfloat16)
         z = logits.float() if low else logits
         out = torch.softmax(z, dim=1) if gamma == 0 else _focal_map_torch(z, gamma)
@@ -348,7 +344,8 @@ def effective_inverse_temperature(s, gamma):
 
     ``beta(s) = gamma + 1 - log f_gamma(s) / s`` (Komisarenko & Kull 2024, App. A.3), even in s, with the limit
     ``beta(0) = gamma + 1 - gamma (2 log 2 - 1) / (1 + gamma log 2)`` (the slope f'_gamma(0); the book's
-    derivation, :func:`calib.symbolic.focal_calibration_on_logits <calib.symbolic.komisarenko.focal_calibration_on_logits>`). Prop. 3, corrected, says
+    derivation, :func:`calib.symbolic.focal_calibration_on_logits
+    <calib.symbolic.komisarenko.focal_calibration_on_logits>`). Prop. 3, corrected, says
     ``gamma + 1 - log(gamma + 1) / 2 < beta(s) < gamma + 1`` for gamma > 0 and s != 0.
 
     Parameters

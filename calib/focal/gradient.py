@@ -315,7 +315,8 @@ def random_linear_softmax_batches(n_batches: int, batch_size: int = 2, n_feature
     for name, value in (("n_batches", n_batches), ("batch_size", batch_size), ("n_features", n_features),
                         ("n_classes", n_classes)):
         if int(value) != value or value < (2 if name == "n_classes" else 1):
-            raise ValueError(f"{name} must be a positive integer{' >= 2' if name == 'n_classes' else ''}; got {value!r}.")
+            raise ValueError(f"{name} must be a positive integer{' >= 2' if name == 'n_classes' else ''}; "
+                             f"got {value!r}.")
     rng = np.random.default_rng(seed)
     weights = rng.normal(size=(n_batches, n_classes, n_features)) * logit_scale / np.sqrt(n_features)
     features = rng.normal(size=(n_batches, batch_size, n_features))

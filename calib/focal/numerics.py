@@ -158,8 +158,9 @@ def softplus(s: np.ndarray) -> np.ndarray:
 def gradient_factor_of_logit(s: np.ndarray, gamma) -> np.ndarray:
     """g(p, gamma) at p = expit(s), without input checks: ``exp(-gamma softplus(s)) (1 + gamma r)``.
 
-    The same value as :func:`calib.focal.gradient_factor <calib.focal.gradient.gradient_factor>`, accurate when p rounds to 1 (the logistic model of
-    :func:`calib.small_training.logistic_gradient_descent` evaluates it every step).
+    The same value as :func:`calib.focal.gradient_factor <calib.focal.gradient.gradient_factor>`, accurate when p
+    rounds to 1 (the logistic model of :func:`calib.small_training.logistic_gradient_descent` evaluates it every
+    step).
     """
     r, sp = logit_terms(s)
     return np.exp(-gamma * sp) * (1 + gamma * r)

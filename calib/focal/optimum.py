@@ -151,7 +151,8 @@ def focal_prediction_target(probs, gamma):
 # ---------------------------------------------------------------------------------- Eq. 4 (App. A)
 
 def focal_risk(probs, target, gamma):
-    """The focal risk of a prediction for a target distribution (the general focal loss of App. A), ``L_f = -sum_y (1 - p_y)**gamma q_y log p_y``, one value per row.
+    """The focal risk of a prediction for a target distribution (the general focal loss of App. A),
+    ``L_f = -sum_y (1 - p_y)**gamma q_y log p_y``, one value per row.
 
     Mukhoti et al. (2020), App. A (for one-hot q it is the focal loss of Sec. 4, Lin et al. 2017).
 
@@ -176,7 +177,8 @@ def focal_risk(probs, target, gamma):
 
 
 def entropy_regularised_bound(probs, target, gamma):
-    """The right-hand side of Eq. 4 in its App. A form, ``L_c - gamma H[p_hat] = KL(q || p_hat) + H[q] - gamma H[p_hat]``.
+    """The right-hand side of Eq. 4 in its App. A form,
+    ``L_c - gamma H[p_hat] = KL(q || p_hat) + H[q] - gamma H[p_hat]``.
 
     Mukhoti et al. (2020), Eq. 4 and App. A: ``focal_risk(p, q, gamma) >= entropy_regularised_bound(p, q, gamma)``
     (proved there for gamma >= 1; it holds for every gamma >= 0, see chapter 02).

@@ -84,8 +84,9 @@ def upweighted_intervals(schedule: GammaSchedule) -> tuple:
     """The intervals of p where the schedule's effective gradient factor exceeds 1 (hard samples up-weighted).
 
     On bin i with gamma_i > 0, g(p, gamma_i) > 1 exactly for p < threshold(gamma_i); adjacent pieces are
-    merged (pieces that meet within 1e-12, as when gamma_i = gamma*(edge)). Elsewhere in (0, 1] g_eff < 1, apart from the single points p = threshold(gamma_i) where g = 1
-    (and bins with gamma = 0, where g = 1). End points are reported as numbers, not as open or closed.
+    merged (pieces that meet within 1e-12, as when gamma_i = gamma*(edge)). Elsewhere in (0, 1] g_eff < 1, apart
+    from the single points p = threshold(gamma_i) where g = 1 (and bins with gamma = 0, where g = 1). End points are
+    reported as numbers, not as open or closed.
 
     Returns
     -------

@@ -330,12 +330,16 @@ def avuc(logits: torch.Tensor, targets: torch.Tensor, kappa: float, stop_gradien
     confidence :math:`c_i`:
 
     .. math:: \mathrm{AvUC} = \log\Big(1 + \frac{n_{AU} + n_{IC}}{n_{AC} + n_{IU}}\Big),\quad
-              n_{AU} = \sum_{AU} c_i\tanh h_i,\ n_{IC} = \sum_{IC}(1-c_i)(1-\tanh h_i),\ 
+              n_{AU} = \sum_{AU} c_i\tanh h_i,\ n_{IC} = \sum_{IC}(1-c_i)(1-\tanh h_i),\
               n_{AC} = \sum_{AC} c_i(1-\tanh h_i),\ n_{IU} = \sum_{IU}(1-c_i)\tanh h_i.
 
     ``stop_gradient=True`` is AvUC-GS (App. F): the multiplicands :math:`c_i` and :math:`1 - c_i` are constants,
     so only the entropies carry gradient. It equals :math:`-\log\mathrm{AvU}` with the relaxed counts. The
-    denominator is floored at :data:`AVUC_EPS` as in the released code.
+    denominator is floored at :data:`AVUC_EPS` as in the released code. The entropy is that of the prediction
+    itself, from ``log_softmax``, as Eqs. 13-14 print it: the released ``get_avuc_loss`` takes the entropy of
+    :math:`(1 - 10^{-5})p + 10^{-5}/K` instead (its guard against log 0), which moves the loss by 1e-5 to 2e-5
+    on chapter 08's batches; without that line it gives this function's value to 1e-16 (chapter 08,
+    ``code-avuc-entropy``).
 
     Parameters
     ----------
@@ -386,11 +390,17 @@ def s_avuc(logits: torch.Tensor, targets: torch.Tensor, kappa: float = 0.5, temp
     :math:`t_i = t_{\kappa,T}(h_i^*)` of the normalised entropy :math:`h^*_i = h_i/\log K` (Sec. 4.2), and it
     *replaces* the confidence multiplicands:
 
-    .. math:: n'_{AU} = \sum_{a_i=1} t_i\tanh h_i,\ n'_{IC} = \sum_{a_i=0}(1-t_i)(1-\tanh h_i),\ 
+    .. math:: n'_{AU} = \sum_{a_i=1} t_i\tanh h_i,\ n'_{IC} = \sum_{a_i=0}(1-t_i)(1-\tanh h_i),\
               n'_{AC} = \sum_{a_i=1}(1-t_i)(1-\tanh h_i),\ n'_{IU} = \sum_{a_i=0} t_i\tanh h_i,
 
     with :math:`\tanh` of the raw entropy (nats), as printed and as in the released code. As T -> 0 it
     becomes AvUC with the multiplicands :math:`c_i, 1-c_i` deleted, not AvUC or AvUC-GS.
+
+    The entropy :math:`h_i` is that of softmax(z) itself, from ``log_softmax`` (finite at a saturated softmax),
+    as Eqs. 15-16 print it, and this is the loss the book trains. The released ``get_soft_avuc_loss`` differs
+    in that one line: it takes the entropy of :math:`(1 - 10^{-5})p + 10^{-5}/K`, its guard against log 0,
+    which moves the loss by 1.4e-5 (64 x 10 logits) to 2.4e-4 (512 sharp predictions over 100 classes) in
+    chapter 08; without it the released formula gives this function's value to 1e-16 (``code-avuc-entropy``).
 
     Parameters
     ----------

@@ -7,9 +7,13 @@ generated from the table: :func:`get_loss`, :func:`get_secondary_loss`, :func:`l
 :func:`secondary_loss_names`, the lookups :data:`LOSSES` and :data:`SECONDARY_LOSSES`, :func:`describe_loss` and
 the list of names in :func:`get_loss`'s docstring. A new loss is one new row.
 
-Every loss built here is a ``torch.nn.Module`` (a :class:`RegisteredLoss` or a :class:`CombinedLoss`)
-holding plain values and module-level functions, so that it pickles (``pickle.dumps(get_loss("fl-3"))``),
-deep-copies and prints its options; it is called as ``loss(logits, targets)``.
+Every loss built here is a ``torch.nn.Module`` that pickles (``pickle.dumps(get_loss("fl-3"))``), deep-copies
+and prints its options, called as ``loss(logits, targets)``: the focal family's names build the modules of
+:mod:`calib.losses.modules` (``get_loss("fl-3")`` is ``FocalLoss(3.0)``, ``"flsd-53"`` an :class:`FLSD53Loss
+<calib.losses.modules.FLSD53Loss>`, ``"inverse-fl-2"`` and ``"dual-fl-2"`` an ``InverseFocalLoss`` and a
+``DualFocalLoss``) and ``"flsc-531"`` an :class:`~calib.losses.functional.EpochScheduledFocalLoss`, each with
+torch's defaults (mean, no class weights, ``ignore_index=-100``); the other names a :class:`RegisteredLoss` (a
+function and its options) or a :class:`CombinedLoss`.
 
 Primary names are ``<key>`` or ``<key>-<argument>`` (``"fl-3"``: key ``fl``, argument ``3``); secondary names
 are matched whole (``"avuc-gs"``). Names are case-insensitive.
@@ -29,8 +33,8 @@ from calib.focal import SCHEDULES
 from calib.focal.numerics import check_gamma
 from calib.losses.batch import avuc, check_au_args, mmce, s_avuc, selective_au_loss, soft_binned_ece_loss
 from calib.losses.functional import (FLSC_SCHEDULES, EpochScheduledFocalLoss, brier_loss, cross_entropy,
-                                     dual_focal_loss, focal_loss, inverse_focal_loss, label_smoothing_loss,
-                                     sample_dependent_focal_loss)
+                                     label_smoothing_loss)
+from calib.losses.modules import DualFocalLoss, FLSD53Loss, FLSDLoss, FocalLoss, InverseFocalLoss
 from calib.metrics import CSFS
 
 __all__ = ["LossSpec", "REGISTRY", "LOSSES", "SECONDARY_LOSSES", "AURC_DEFAULTS", "get_loss", "get_secondary_loss",
@@ -162,16 +166,17 @@ def _build_ce(name: str, arg: str | None) -> Loss:
     return RegisteredLoss(cross_entropy, "cross_entropy", "Cross-entropy -log softmax(logits)[y], mean over the batch.")
 
 
-def _gamma_family(function, label: str, prefix: str = "", doc: str = ""):
-    """A builder for ``<prefix><gamma>`` names of a loss ``function(logits, targets, gamma)``."""
+def _gamma_family(module: type, label: str, prefix: str = ""):
+    """A builder for ``<prefix><gamma>`` names of a module ``module(gamma)`` (:mod:`calib.losses.modules`); the
+    loss is named ``<label>_gamma_<text>`` (``focal_loss_gamma_3``)."""
     def build(name: str, arg: str | None) -> Loss:
         if arg is None or not arg.startswith(prefix) or arg == prefix:
             key = name.strip().lower().partition("-")[0]
             raise ValueError(f"loss {name!r}: write '{key}-{prefix}<gamma>', e.g. '{key}-{prefix}2'.")
         text = arg[len(prefix):]
-        gamma = _parse_gamma(name, text)
-        return RegisteredLoss(function, f"{function.__name__}_gamma_{text}",
-                              f"{label} with gamma = {gamma:g}{doc}, mean over the batch.", gamma=gamma)
+        loss = module(_parse_gamma(name, text))
+        loss.__name__ = f"{label}_gamma_{text}"
+        return loss
     return build
 
 
@@ -179,10 +184,9 @@ def _build_flsd(name: str, arg: str | None) -> Loss:
     key = f"flsd-{arg}"
     if key not in SCHEDULES:
         raise ValueError(f"loss {name!r}: the sample-dependent schedules are {', '.join(map(repr, SCHEDULES))}.")
-    schedule = SCHEDULES[key]
-    return RegisteredLoss(sample_dependent_focal_loss, key.replace("-", "_"),
-                          f"{schedule.name}: focal loss with gamma {schedule.gammas} on the bins cut at "
-                          f"{schedule.edges}.", schedule=schedule)
+    loss = FLSD53Loss() if key == "flsd-53" else FLSDLoss(SCHEDULES[key])
+    loss.__name__ = key.replace("-", "_")
+    return loss
 
 
 def _build_flsc(name: str, arg: str | None) -> Loss:
@@ -306,7 +310,7 @@ def _build_mmce(name: str, arg: None, bandwidth: float = 0.4, weighted: bool = F
 REGISTRY: tuple[LossSpec, ...] = (
     LossSpec("ce", "primary", ("ce",), "ce", "cross-entropy", _build_ce),
     LossSpec("fl", "primary", ("fl-<gamma>",), "fl-3", "focal loss, fixed gamma >= 0 (Lin et al. 2017)",
-             _gamma_family(focal_loss, "Focal loss"), focal_gamma=True),
+             _gamma_family(FocalLoss, "focal_loss"), focal_gamma=True),
     LossSpec("flsd", "primary", tuple(SCHEDULES), "flsd-53",
              "sample-dependent focal loss (Mukhoti et al. 2020, Sec. 4, App. E)", _build_flsd),
     LossSpec("flsc", "primary", tuple(FLSC_SCHEDULES), "flsc-531",
@@ -319,10 +323,10 @@ REGISTRY: tuple[LossSpec, ...] = (
              "cross-entropy + lambda MMCE_w (Kumar et al. 2018; Mukhoti et al. 2020, Sec. 5.1)", _build_mmce_primary),
     LossSpec("inverse", "primary", ("inverse-fl-<gamma>",), "inverse-fl-2",
              "inverse focal loss (Wang et al. 2021; Zhou et al. 2025, Eq. 3)",
-             _gamma_family(inverse_focal_loss, "Inverse focal loss", prefix="fl-")),
+             _gamma_family(InverseFocalLoss, "inverse_focal_loss", prefix="fl-")),
     LossSpec("dual", "primary", ("dual-fl-<gamma>",), "dual-fl-2",
              "dual focal loss as in Tao et al. (2023)'s code",
-             _gamma_family(dual_focal_loss, "Dual focal loss", prefix="fl-", doc=" (Tao et al. 2023, official code)")),
+             _gamma_family(DualFocalLoss, "dual_focal_loss", prefix="fl-")),
     LossSpec("aurc", "primary", ("aurc", "aurc-<key>=<value>,..."), "aurc-kappa=0.8,nu=0.01",
              "selective AURC loss (Zhou et al. 2025, Eq. 17)", _build_aurc),
     LossSpec("sb-ece", "secondary", ("sb-ece",), "sb-ece",

@@ -25,14 +25,15 @@ A package; every public name is importable from ``calib.metrics``:
 
 from __future__ import annotations
 
-# The binning kernels under the names calib.simulate and the tests use (calib.metrics._binning is private).
-from calib.metrics._binning import BINNINGS, ESTIMATORS, NORMS
-from calib.metrics._binning import bin_top_label as _bin_top_label
-from calib.metrics._binning import uniform_bin as _uniform_bin
-from calib.metrics._binning import uniform_edges as _uniform_edges
-from calib.metrics.binned import (Reliability, adaptive_ece, adaptive_ece_torrvision, classwise_ece, ece,
-                                  equal_mass_ece_rows, mce, reliability, top_label_ece,
-                                  top_label_outcomes)
+# Importable from here though not in __all__ (``name as name`` marks a re-export): the binning options of
+# calib.metrics._binning, which is private (calib.simulate checks its arguments against them), and the batched
+# equal-mass ECE that focal temperature scaling calls.
+from calib.metrics._binning import BINNINGS as BINNINGS
+from calib.metrics._binning import ESTIMATORS as ESTIMATORS
+from calib.metrics._binning import NORMS as NORMS
+from calib.metrics.binned import equal_mass_ece_rows as equal_mass_ece_rows
+from calib.metrics.binned import (Reliability, adaptive_ece, adaptive_ece_torrvision, classwise_ece, ece, mce,
+                                  reliability, top_label_bins, top_label_ece, top_label_outcomes)
 from calib.metrics.registry import REGISTRY, MetricSpec, get_metric, metric_names
 from calib.metrics.resampling import ADDITIVE_METRICS, statistic
 from calib.metrics.risk_coverage import (CSFS, RiskCoverage, aurc, confidence_range, confidence_score,
@@ -66,6 +67,7 @@ __all__ = [
     "ece",
     "get_metric",
     "ks_error",
+    "top_label_bins",
     "top_label_ece",
     "top_label_outcomes",
     "label_log_probability",

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from calib._validate import as_float_array, as_labels
 from calib.metrics.binned import adaptive_ece, classwise_ece, ece, mce
 from calib.metrics.risk_coverage import aurc
 from calib.metrics.scores import accuracy, brier, ks_error, mean_confidence, nll
@@ -49,8 +50,9 @@ class MetricSpec:
 
 
 def _nll_from_log_probs(log_probs, labels) -> float:
-    y = np.asarray(labels)
-    return float(-np.mean(np.asarray(log_probs)[np.arange(len(y)), y]))
+    z = as_float_array(log_probs, "log_probs", ndim=2, finite=False)   # a tensor on any device, with grad, too
+    y = as_labels(labels, "labels", n=z.shape[0], n_classes=z.shape[1])
+    return float(-np.mean(z[np.arange(len(y)), y]))
 
 
 #: Every metric of the book's tables, in chapter 10's order (15 bins for the binned ones by default);

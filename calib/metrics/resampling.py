@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from calib._validate import check_int, to_numpy
+from calib._validate import as_probs_labels, check_int
 from calib.metrics._binning import uniform_bin, uniform_edges
 from calib.metrics.binned import top_label_ece, top_label_outcomes
 from calib.metrics.registry import get_metric, metric_names
@@ -71,7 +71,7 @@ def statistic(probs, labels, metric: str = "ece", n_bins: int = 15):
     if metric == "nll":
         return AdditiveStatistic(-label_log_probability(probs, labels)[:, None], _mean_of_column)
     if metric == "brier":
-        p, y = np.asarray(to_numpy(probs, "probs"), np.float64), np.asarray(to_numpy(labels, "labels"), np.int64)
+        p, y = as_probs_labels(probs, labels)                   # checked: float64, C-contiguous
         squared = np.square(p).sum(axis=1) - 2 * p[np.arange(len(y)), y] + 1.0
         return AdditiveStatistic(squared[:, None], _mean_of_column)
     if metric == "ece":
@@ -85,7 +85,7 @@ def statistic(probs, labels, metric: str = "ece", n_bins: int = 15):
         return ResampledStatistic(outcomes, lambda rows: top_label_ece(rows[:, 0], rows[:, 1] > 0, n_bins, binning,
                                                                        norm, check=False))
     spec = get_metric(metric)
-    p, y = np.asarray(to_numpy(probs, "probs"), np.float64), np.asarray(to_numpy(labels, "labels"), np.float64)
+    p, y = as_probs_labels(probs, labels)
     k = p.shape[1]
     return ResampledStatistic(np.column_stack([p, y]), lambda rows: spec(rows[:, :k], rows[:, k].astype(np.int64),
                                                                          n_bins))

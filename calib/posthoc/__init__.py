@@ -1,10 +1,16 @@
 """Post-hoc calibrators: a map fitted on validation logits and applied to test logits.
 
-The calibrators follow scikit-learn's estimator protocol: ``__init__`` stores its parameters as given (checked in
-``fit``), ``get_params`` / ``set_params`` read and change them (so ``sklearn.base.clone`` works), ``fit(logits,
-labels)`` returns the fitted calibrator, fitted quantities are attributes with a trailing underscore
-(``temperature_``, ``gamma_``), and ``predict_proba(logits)`` applies the map. The names without the underscore
-(``temperature``, ``gamma``, ...) are deprecated aliases that warn (DeprecationWarning).
+The calibrators are scikit-learn estimators, probabilistic classifiers of logits
+(:class:`~calib.posthoc._common.Estimator`; scikit-learn's ``check_estimator`` runs on them in
+``tests/test_sklearn_contract.py``), without calib depending on scikit-learn: ``__init__`` stores its parameters
+as given (checked in ``fit``), ``get_params`` / ``set_params`` read and change them (so ``sklearn.base.clone``
+works), ``fit(X, y, sample_weight=None)`` fits on validation logits X (N, K), labels y and optional frequency
+weights and returns the fitted calibrator, fitted quantities are attributes with a trailing underscore
+(``temperature_``, ``gamma_``, ``n_features_in_`` = K, ``classes_``), and ``predict_proba(X)``,
+``predict_log_proba(X)`` and ``predict(X)`` apply the map to logits of the same K columns; before a fit they raise
+:class:`~calib.posthoc._common.NotFittedError` (a ValueError, and scikit-learn's ``NotFittedError`` once
+scikit-learn is imported). The names without the underscore (``temperature``, ``gamma``, ...) are deprecated
+aliases that warn (DeprecationWarning).
 
 - :class:`~calib.posthoc.temperature.TemperatureScaling`: ``softmax(z / T)`` (Guo et al. 2017), T by exact NLL or
   Mukhoti et al.'s grid;
@@ -36,6 +42,7 @@ A package; every public name is importable from ``calib.posthoc``:
 
 from __future__ import annotations
 
+from calib.posthoc._common import NotFittedError
 from calib.posthoc.focal_temperature import (KOMISARENKO_GAMMAS, KOMISARENKO_TEMPERATURES, FocalTemperatureScaling,
                                              focal_temperature_scores)
 from calib.posthoc.grid import EDGE_SHARE, GridEdgeWarning, SearchBoundWarning
@@ -43,7 +50,7 @@ from calib.posthoc.registry import REGISTRY, FittedMap, MapSpec, focal_loss_gamm
 from calib.posthoc.temperature import (FINE_GRID, MUKHOTI_GRID, T_RANGE, TemperatureScaling, fit_temperature_grid,
                                        fit_temperature_nll, fit_temperature_sb_ece)
 
-__all__ = ["TemperatureScaling", "FocalTemperatureScaling", "GridEdgeWarning", "SearchBoundWarning",
+__all__ = ["TemperatureScaling", "FocalTemperatureScaling", "NotFittedError", "GridEdgeWarning", "SearchBoundWarning",
            "fit_temperature_nll", "fit_temperature_grid", "fit_temperature_sb_ece", "focal_temperature_scores",
            "MUKHOTI_GRID", "FINE_GRID", "KOMISARENKO_GAMMAS", "KOMISARENKO_TEMPERATURES", "T_RANGE", "EDGE_SHARE",
            "MapSpec", "FittedMap", "REGISTRY", "get_map", "map_names", "focal_loss_gamma"]

@@ -12,8 +12,8 @@ from scipy.special import expit
 from calib import metrics
 from calib._validate import as_logits_labels, check_choice, check_int, n_threads
 from calib.focal.numerics import check_gamma, log1p_gamma_r_negative, log_one_minus_r, r_top
-from calib.posthoc._common import (Estimator, as_grid, constant_logits_error, deprecated_alias, sampling_noise,
-                                   scaled_focal_map)
+from calib.posthoc._common import (Estimator, as_grid, checked_sample_weight, constant_logits_error, deprecated_alias,
+                                   sampling_noise, scaled_focal_map, weighted_equal_mass_ece_rows)
 from calib.posthoc.grid import grid_edge
 
 __all__ = ["KOMISARENKO_GAMMAS", "KOMISARENKO_TEMPERATURES", "focal_temperature_scores", "FocalTemperatureScaling"]
@@ -48,11 +48,14 @@ def _exp(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
 
 
 class _FTSData:
-    """Logits rearranged once for the grid kernel: each row's top class apart, the others as (N, K-1) shifts."""
+    """Logits rearranged once for the grid kernel: each row's top class apart, the others as (N, K-1) shifts.
 
-    def __init__(self, z: np.ndarray, y: np.ndarray):
+    ``w``: the frequency weights (positive; None: unweighted), ``total`` their sum (N unweighted)."""
+
+    def __init__(self, z: np.ndarray, y: np.ndarray, w: np.ndarray | None = None):
         n, k = z.shape
         self.n, self.k = n, k
+        self.w, self.total = w, float(n if w is None else w.sum())
         top = np.argmax(z, axis=1)
         rows = np.arange(n)
         z_top = z[rows, top][:, None]
@@ -230,6 +233,10 @@ def _fts_scores_one_temperature(data: _FTSData, temperature: float, gammas: np.n
         g_idx, n_idx = np.nonzero(redo)
         log_total[g_idx, n_idx] = _fts_log_rest_exact(data, n_idx, beta, gammas[g_idx], row.lse[n_idx])
     conf, log_py = _fts_top_and_label(data, row, log_total, gammas)
+    if data.w is not None:                             # frequency weights (FocalTemperatureScaling's docstring)
+        if objective == "nll":
+            return -(log_py @ data.w) / data.total
+        return weighted_equal_mass_ece_rows(conf, data.correct, data.w, n_bins)
     if objective == "nll":
         return -log_py.mean(axis=1)
     return metrics.equal_mass_ece_rows(conf, data.correct, n_bins, check=False)   # checked by the caller
@@ -283,8 +290,9 @@ def focal_temperature_scores(logits, labels, gammas=None, temperatures=None, obj
     """The validation score of focal temperature scaling at every point of a (gamma, T) grid.
 
     ``FTS_{gamma, T}(z) = p_hat_gamma(softmax(z / T))`` (Komisarenko & Kull 2024, Sec. 4.2), scored by the
-    equal-mass ECE with ``n_bins`` bins (``objective="ece"``, :func:`calib.metrics.adaptive_ece <calib.metrics.binned.adaptive_ece>`) or by the NLL
-    (``"nll"``, :func:`calib.metrics.nll <calib.metrics.scores.nll>`); the paper's Sec. 5.1 protocol takes the argmin over the grid
+    equal-mass ECE with ``n_bins`` bins (``objective="ece"``, :func:`calib.metrics.adaptive_ece
+    <calib.metrics.binned.adaptive_ece>`) or by the NLL (``"nll"``, :func:`calib.metrics.nll
+    <calib.metrics.scores.nll>`); the paper's Sec. 5.1 protocol takes the argmin over the grid
     :data:`KOMISARENKO_GAMMAS` x :data:`KOMISARENKO_TEMPERATURES`.
 
     Parameters
@@ -328,7 +336,8 @@ class FocalTemperatureScaling(Estimator):
     Parameters
     ----------
     objective : {"ece", "nll"}
-        "ece": equal-mass top-label ECE with ``n_bins`` bins (:func:`calib.metrics.adaptive_ece <calib.metrics.binned.adaptive_ece>`); "nll": NLL.
+        "ece": equal-mass top-label ECE with ``n_bins`` bins (:func:`calib.metrics.adaptive_ece
+        <calib.metrics.binned.adaptive_ece>`); "nll": NLL.
     n_bins : int
         Bins of the ECE objective (the paper: 15).
     gammas : array_like, optional
@@ -352,6 +361,10 @@ class FocalTemperatureScaling(Estimator):
 
     Attributes
     ----------
+    n_features_in_ : int
+        K, the number of classes (columns of the logits) it was fitted on; logits of another width are refused.
+    classes_ : ndarray of int, shape (K,)
+        ``0, ..., K-1``: column j of the logits and of :meth:`predict_proba` is class j.
     gamma_, temperature_ : float
         The chosen evaluation gamma and temperature (first minimum on ties: gammas in the given order, then T).
     score_ : float
@@ -374,6 +387,24 @@ class FocalTemperatureScaling(Estimator):
         an end at gamma = -1, or where the line's T reaches 0, is a bound of the map's domain and is not
         reported). Each edge found warns (:class:`~calib.posthoc.grid.GridEdgeWarning`).
 
+    It is a scikit-learn estimator that declares itself a classifier: it is fitted on (logits, labels) and returns
+    class probabilities, and scikit-learn's scorers of probabilities (``scoring="neg_log_loss"``) and classifier
+    tools (stratified ``cross_val_score``, ``CalibrationDisplay``) take classifiers only. Column j of the logits is
+    class j, so ``classes_`` is ``0, ..., K-1`` and the labels are those indices. ``predict`` is the argmax of the
+    probabilities, which keeps the top class of the logits wherever the tests look: a calibrator learns confidences,
+    not decisions, so its accuracy is the model's, and it has no ``score`` method (the accuracy would not tell two
+    fits apart; pass ``scoring="neg_log_loss"``). calib does not import scikit-learn
+    (:class:`~calib.posthoc._common.Estimator`); ``tests/test_sklearn_contract.py`` runs scikit-learn's
+    ``check_estimator`` suite on it, with the grid search and the line search.
+
+    **Sample weights** (``fit(X, y, sample_weight)``) are frequency weights, as in scikit-learn: an integer
+    weight counts its row that many times, a weight of 0 leaves the row out, and all weights 1 are the unweighted
+    fit. The "nll" objective is the weighted mean NLL; the "ece" objective is the equal-mass ECE of the rows each
+    counted ``w_i`` times (:func:`~calib.posthoc._common.weighted_equal_mass_ece_rows`: the bins cut the total
+    weight as ``np.array_split`` cuts that many rows). Like the unweighted equal-mass ECE of repeated rows, the
+    latter is not invariant to scaling all weights (W rows split into bins as 2W rows do not, by a bin's rounding),
+    nor is the edge check's sampling noise, which counts ``sum_i w_i`` samples: give weights that count rows.
+
     Examples
     --------
     >>> fts = FocalTemperatureScaling(objective="ece").fit(val_logits, val_labels)   # doctest: +SKIP
@@ -394,15 +425,25 @@ class FocalTemperatureScaling(Estimator):
 
     gamma = deprecated_alias("gamma", "gamma_")
     temperature = deprecated_alias("temperature", "temperature_")
-    score = deprecated_alias("score", "score_")
+    # no alias "score" of score_: scikit-learn's tools take an attribute "score" for the scoring method (a float there
+    # broke GridSearchCV and check_estimator)
     grid_scores = deprecated_alias("grid_scores", "grid_scores_")
     path = deprecated_alias("path", "path_")
 
-    def fit(self, logits, labels) -> "FocalTemperatureScaling":
-        """Choose (gamma, T) on validation logits (N, K) and integer labels (N,); returns self.
+    def fit(self, X, y, sample_weight=None) -> "FocalTemperatureScaling":
+        """Choose (gamma, T) on validation logits X (N, K) and integer labels y (N,); returns self.
 
         A fit that raises leaves the estimator unfitted: the fitted attributes are deleted first and assigned
         only at the end.
+
+        Parameters
+        ----------
+        X : array_like or torch.Tensor, shape (N, K)
+            Validation logits, one column per class (named ``logits`` in error messages).
+        y : array_like or torch.Tensor of int, shape (N,)
+            Validation labels, class indices 0..K-1 (named ``labels`` in error messages).
+        sample_weight : array_like, shape (N,), optional
+            Non-negative frequency weights with a positive sum (see the class docstring); None: every row once.
 
         Raises
         ------
@@ -420,11 +461,16 @@ class FocalTemperatureScaling(Estimator):
         anchors = _as_gamma_grid(self.anchors)
         if anchors.shape != (2,) or anchors[0] == anchors[1]:
             raise ValueError(f"anchors must be two different gammas (>= -1), e.g. (0.0, 1.0); got {anchors!r}.")
-        z, y = as_logits_labels(logits, labels)
-        data = _FTSData(z, y)
+        z, labels = as_logits_labels(X, y)
+        n_classes = z.shape[1]
+        w = checked_sample_weight(sample_weight, z.shape[0])
+        if w is not None and not w.all():              # a weight of 0 leaves its row out
+            keep = w > 0
+            z, labels, w = z[keep], labels[keep], w[keep]
+        data = _FTSData(z, labels, w)
         if not data.d_min.any():                       # every row constant: all shifts are 0
             raise constant_logits_error()
-        noise = sampling_noise(data.n) if objective == "ece" else 0.0
+        noise = sampling_noise(data.total) if objective == "ece" else 0.0
 
         def widen(temperature, line=False):
             def example(edge):
@@ -441,6 +487,7 @@ class FocalTemperatureScaling(Estimator):
             edge = grid_edge(temps, scores[i], noise, widen(temperature))
             self.gamma_, self.temperature_, self.score_ = gamma, temperature, score
             self.grid_scores_, self.path_, self.at_edge_ = scores, None, edge
+            self._record_width(n_classes)
             return self
         anchor_scores = _fts_grid(data, anchors, temps, objective, n_bins)
         best = np.argmin(anchor_scores, axis=1)
@@ -490,15 +537,31 @@ class FocalTemperatureScaling(Estimator):
         self.path_ = {"anchor_temperatures": (float(t_a), float(t_b)), "gammas": line_g, "temperatures": line_t,
                       "scores": line_s, "n_evaluations": 2 * len(temps) + line_g.size, "anchor_edges": anchor_edges,
                       "gamma_edge": gamma_edge}
+        self._record_width(n_classes)
         return self
 
-    def _check_fitted(self) -> tuple[float, float]:
-        if not hasattr(self, "temperature_"):
-            raise ValueError("this FocalTemperatureScaling is not fitted yet; call fit(logits, labels) first.")
-        return self.gamma_, self.temperature_
+    def predict_proba(self, X):
+        """The calibrated probabilities ``focal_map(z / T, gamma)`` of logits X (N, K) with the fitted K, rows summing
+        to 1: float64 for a numpy input, a tensor of the input's dtype and device for a tensor (module docstring).
 
-    def predict_proba(self, logits):
-        """The calibrated probabilities ``focal_map(z / T, gamma)``, rows summing to 1: float64 for a numpy input,
-        a tensor of the input's dtype and device for a tensor (module docstring)."""
-        gam, t = self._check_fitted()
-        return scaled_focal_map(logits, t, gam)
+        Raises
+        ------
+        NotFittedError
+            Before a successful :meth:`fit` (:class:`calib.posthoc.NotFittedError`, a ValueError).
+        ValueError
+            For logits that are not a finite (N, K) array, or of another K than the fit's (``n_features_in_``).
+        """
+        return super().predict_proba(X)
+
+    def predict_log_proba(self, X):
+        """The logarithms of :meth:`predict_proba` (:func:`~calib.focal.calibration_map.log_focal_map`, finite where
+        a probability underflows; for a tensor, computed by numpy in float64, without gradient)."""
+        return super().predict_log_proba(X)
+
+    def predict(self, X):
+        """The class of largest calibrated probability of each row, ``classes_[argmax]`` (an int64 array, or tensor
+        for a tensor)."""
+        return super().predict(X)
+
+    def _apply(self, z, log: bool):
+        return scaled_focal_map(z, self.temperature_, self.gamma_, log=log)

@@ -33,7 +33,7 @@ class SearchBoundWarning(UserWarning):
 def grid_edge(grid: np.ndarray, scores: np.ndarray, noise: float, widen: Callable[[str], str], *,
               parameter: str = "temperature", symbol: str = "T", search: str = "grid", subject: str = "",
               edges: tuple[str, ...] = ("low", "high"), widen_what: str | None = None,
-              warn: bool = True) -> str | None:
+              warn: bool = True, stacklevel: int = 3) -> str | None:
     """"low" or "high" when the best score is at an end of ``grid`` (warning), else None.
 
     An end is the first or last ``EDGE_SHARE`` of the grid's points (at least one). It is reported when the best
@@ -60,6 +60,8 @@ def grid_edge(grid: np.ndarray, scores: np.ndarray, noise: float, widen: Callabl
         What the advice widens (default: "the <search>").
     warn : bool
         False: return the edge without warning (a caller that reports several searches in one warning).
+    stacklevel : int
+        ``warnings.warn``'s: 3 points at the caller of the function that calls this one.
     """
     if grid.size < 2:
         return None
@@ -69,8 +71,8 @@ def grid_edge(grid: np.ndarray, scores: np.ndarray, noise: float, widen: Callabl
     best_at = int(np.argmin(s))
     best = float(s[best_at])
     near = {"low": float(s[:m].min()) - best, "high": float(s[-m:].min()) - best}
-    edge = ("low" if best_at < m else "high" if best_at >= g.size - m else
-            min((e for e in near if near[e] <= noise), key=near.get, default=None))
+    # an end whose best score is within the noise of the best, the nearer one (0: the best point lies there)
+    edge = min((e for e in near if near[e] <= noise), key=near.get, default=None)
     if edge not in edges:
         return None
     if not warn:
@@ -84,5 +86,5 @@ def grid_edge(grid: np.ndarray, scores: np.ndarray, noise: float, widen: Callabl
            f"{plural} (the end is {symbol} = {end:g})")
     warnings.warn(f"{subject}the best {parameter} on the {search}, {symbol} = {t:g} (score {best:.4g}), is {why}; "
                   f"the optimum may lie {'below' if edge == 'low' else 'beyond'} {symbol} = {end:g}. Widen "
-                  f"{widen_what or 'the ' + search}, e.g. {widen(edge)}.", GridEdgeWarning, stacklevel=3)
+                  f"{widen_what or 'the ' + search}, e.g. {widen(edge)}.", GridEdgeWarning, stacklevel=stacklevel)
     return edge

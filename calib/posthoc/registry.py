@@ -56,8 +56,8 @@ class FittedMap:
 
 def focal_loss_gamma(loss: str | None) -> float | None:
     """The fixed gamma of a focal-loss name (``"fl-3"`` -> 3.0), asked of the loss registry
-    (:func:`calib.losses.focal_gamma <calib.losses.registry.focal_gamma>`); None for any other loss, or for a name the registry does not know (a grid's
-    own label, ``"ce-w"``)."""
+    (:func:`calib.losses.focal_gamma <calib.losses.registry.focal_gamma>`); None for any other loss, or for a name
+    the registry does not know (a grid's own label, ``"ce-w"``)."""
     if not isinstance(loss, str):
         return None
     from calib.losses import focal_gamma

@@ -12,9 +12,9 @@ from scipy.optimize import brentq
 from scipy.special import softmax
 
 from calib import metrics
-from calib._validate import as_logits_labels, as_scores, check_choice, check_int, check_positive, n_threads
-from calib.posthoc._common import (Estimator, as_grid, checked_tensor, constant_logits_error, deprecated_alias,
-                                   is_tensor, sampling_noise, scaled_softmax)
+from calib._validate import as_logits_labels, check_choice, check_int, check_positive, n_threads
+from calib.posthoc._common import (Estimator, as_grid, checked_sample_weight, constant_logits_error, deprecated_alias,
+                                   sampling_noise, scaled_softmax, weighted_top_label_ece)
 from calib.posthoc.grid import SearchBoundWarning, grid_edge
 
 __all__ = ["MUKHOTI_GRID", "FINE_GRID", "T_RANGE", "fit_temperature_nll", "fit_temperature_grid", "TemperatureScaling",
@@ -50,11 +50,20 @@ class _RowBlocks:
     ``map(fn)`` calls ``fn(lo, hi, block)`` on each block (float64, rows lo:hi), split over threads (numpy releases
     the GIL); the per-row results are written by ``fn`` into arrays of the caller. The top logit, the runner-up
     and the label's logit of each row are taken in one pass at construction.
+
+    ``w`` holds the frequency weights (None: unweighted) and ``total`` their sum (N unweighted); rows of weight 0
+    are left out at construction, so a fit with them equals the fit without those rows.
     """
 
-    def __init__(self, logits, labels):
+    def __init__(self, logits, labels, sample_weight=None):
         self.z, self.y = as_logits_labels(logits, labels, dtype=None)
-        self.n, self.k = self.z.shape
+        self.k = self.z.shape[1]                       # the width given, also when rows are left out below
+        self.w = checked_sample_weight(sample_weight, self.z.shape[0])
+        if self.w is not None and not self.w.all():
+            keep = self.w > 0
+            self.z, self.y, self.w = self.z[keep], self.y[keep], self.w[keep]
+        self.n = self.z.shape[0]
+        self.total = float(self.n if self.w is None else self.w.sum())
         self.rows = max(1, _FIT_BLOCK_ELEMENTS // self.k)
         self.top = np.empty(self.n, dtype=np.intp)
         self.z_max, self.z_second, self.z_y = np.empty(self.n), np.empty(self.n), np.empty(self.n)
@@ -92,7 +101,8 @@ class _RowBlocks:
 
 
 def _nll_slope(data: _RowBlocks, inverse_temperature: float) -> float:
-    """d/d(beta) of the mean NLL of softmax(beta * z): E_p[z] - z_y, averaged (increasing in beta)."""
+    """d/d(beta) of the mean NLL of softmax(beta * z): E_p[z] - z_y, averaged (weighted by the sample weights;
+    increasing in beta)."""
     expected = np.empty(data.n)
 
     def rows(lo, hi, zb):
@@ -100,6 +110,8 @@ def _nll_slope(data: _RowBlocks, inverse_temperature: float) -> float:
         expected[lo:hi] = np.einsum("nk,nk->n", p, zb)
 
     data.map(rows)
+    if data.w is not None:
+        return float(np.dot(data.w, expected - data.z_y) / data.total)
     return float(np.mean(expected - data.z_y))
 
 
@@ -149,7 +161,8 @@ def _grid_ece_scores(data: _RowBlocks, grid: np.ndarray, n_bins: int) -> np.ndar
     ``1 / sum(e)``, the same float. The argmax of ``p`` is that of ``z`` unless two logits are so close that
     their probabilities round to the same float; such near-tied rows (a gap below ``1e-13 (|z_max| + max t)``,
     far wider than the rounding needs) are redone with the whole row. The scores equal, bit for bit,
-    ``metrics.ece(softmax(z / t), y, n_bins)`` (the tests check it).
+    ``metrics.ece(softmax(z / t), y, n_bins)`` (the tests check it). With sample weights, each is the weighted ECE
+    (:func:`~calib.posthoc._common.weighted_top_label_ece`).
     """
     conf = np.empty((len(grid), data.n))
     tied = data.z_max - data.z_second <= 1e-13 * (np.abs(data.z_max) + float(grid.max()))
@@ -171,6 +184,8 @@ def _grid_ece_scores(data: _RowBlocks, grid: np.ndarray, n_bins: int) -> np.ndar
             p = softmax(zr / t)
             j = int(p.argmax())
             conf[i, r], correct[i, r] = p[j], j == data.y[r]
+    if data.w is not None:
+        return np.array([weighted_top_label_ece(conf[i], correct[i], data.w, n_bins) for i in range(len(grid))])
     return np.array([metrics.top_label_ece(conf[i], correct[i], n_bins=n_bins, check=False)
                      for i in range(len(grid))])
 
@@ -196,10 +211,18 @@ def fit_temperature_grid(logits, labels, grid=None, score=None, n_bins: int = 15
     else:
         z = np.asarray(data.z, dtype=np.float64)
         scores = np.array([score(softmax(z / t, axis=1), data.y) for t in grid])
-    temperature = float(grid[int(np.argmin(scores))])
-    grid_edge(grid, scores, sampling_noise(data.n) if score is None else 0.0,
-              _wider_grid(grid, temperature, "fit_temperature_grid(logits, labels, grid={})", "fit_temperature_nll"))
+    temperature, _ = _best_on_grid(grid, scores, sampling_noise(data.total) if score is None else 0.0,
+                                   "fit_temperature_grid(logits, labels, grid={})", "fit_temperature_nll")
     return temperature, scores
+
+
+def _best_on_grid(grid: np.ndarray, scores: np.ndarray, noise: float, call: str, nll_fit: str):
+    """The grid temperature of lowest score (the first in the grid's order on ties) and its edge, warned (the one
+    choice of :func:`fit_temperature_grid` and :class:`TemperatureScaling`'s "ece" objective; ``call`` and
+    ``nll_fit`` name the wider search that the warning advises)."""
+    temperature = float(grid[int(np.argmin(scores))])
+    edge = grid_edge(grid, scores, noise, _wider_grid(grid, temperature, call, nll_fit), stacklevel=4)
+    return temperature, edge
 
 
 def _wider_grid(grid: np.ndarray, temperature: float, call: str, nll_fit: str):
@@ -251,9 +274,31 @@ class TemperatureScaling(Estimator):
         :class:`~calib.posthoc.grid.SearchBoundWarning`). None for "nll", which raises instead.
     optimizer_result_ : scipy.optimize.OptimizeResult or None
         For "sb-ece", the optimiser's report (``fun`` is the validation SB-ECE at the fitted T).
+    n_features_in_ : int
+        K, the number of classes (columns of the logits) it was fitted on; logits of another width are refused.
+    classes_ : ndarray of int, shape (K,)
+        ``0, ..., K-1``: column j of the logits and of :meth:`predict_proba` is class j.
 
     A fit that raises leaves the estimator unfitted (its fitted attributes are deleted first and assigned only
     at the end), so :meth:`predict_proba` then raises rather than answer with an earlier fit.
+
+    It is a scikit-learn estimator that declares itself a classifier: it is fitted on (logits, labels) and returns
+    class probabilities, and scikit-learn's scorers of probabilities (``scoring="neg_log_loss"``) and classifier
+    tools (stratified ``cross_val_score``, ``CalibrationDisplay``) take classifiers only. Column j of the logits is
+    class j, so ``classes_`` is ``0, ..., K-1`` and the labels are those indices. ``predict`` is the argmax of the
+    logits: a calibrator learns confidences, not decisions, so its accuracy is the model's, and it has no ``score``
+    method (the accuracy would not tell two fits apart; pass ``scoring="neg_log_loss"``). calib does not import
+    scikit-learn (:class:`~calib.posthoc._common.Estimator`); ``tests/test_sklearn_contract.py`` runs scikit-learn's
+    ``check_estimator`` suite on it.
+
+    **Sample weights** (``fit(X, y, sample_weight)``) are frequency weights, as in scikit-learn: an integer
+    weight counts its row that many times, a weight of 0 leaves the row out, and all weights 1 are the unweighted
+    fit. "nll" minimises the weighted mean NLL ``sum_i w_i NLL_i / sum_i w_i`` (still convex in 1/T, solved
+    exactly); "ece" scores each grid temperature by the weighted equal-width ECE (a sample counts ``w_i`` times in
+    its bin's count, confidence and accuracy); "sb-ece" weights each sample's soft memberships by ``w_i`` in the
+    bin masses and averages (Karandikar et al. 2021, Eqs. 8-12 with sample weights, as
+    :func:`calib.soft_binning.soft_binned_ece`). The three are invariant to scaling all weights; the sampling noise
+    of the grid's edge check counts ``sum_i w_i`` samples.
     """
 
     OBJECTIVES = ("nll", "ece", "sb-ece")
@@ -272,8 +317,18 @@ class TemperatureScaling(Estimator):
     at_edge = deprecated_alias("at_edge", "at_edge_")
     optimizer_result = deprecated_alias("optimizer_result", "optimizer_result_")
 
-    def fit(self, logits, labels) -> "TemperatureScaling":
-        """Fit T on validation logits (N, K) and integer labels (N,) by ``objective``; returns self.
+    def fit(self, X, y, sample_weight=None) -> "TemperatureScaling":
+        """Fit T on validation logits X (N, K) and integer labels y (N,) by ``objective``; returns self.
+
+        Parameters
+        ----------
+        X : array_like or torch.Tensor, shape (N, K)
+            Validation logits, one column per class (named ``logits`` in error messages); computed in float64,
+            float32 read in row blocks.
+        y : array_like or torch.Tensor of int, shape (N,)
+            Validation labels, class indices 0..K-1 (named ``labels`` in error messages).
+        sample_weight : array_like, shape (N,), optional
+            Non-negative frequency weights with a positive sum (see the class docstring); None: every row once.
 
         Raises
         ------
@@ -290,7 +345,7 @@ class TemperatureScaling(Estimator):
         sb_temperature = check_positive(self.sb_temperature, "sb_temperature")
         check_choice(self.sb_norm, "sb_norm", ("l1", "l2"))
         check_choice(self.sb_estimator, "sb_estimator", ("bin", "label"))
-        data = _RowBlocks(logits, labels)
+        data = _RowBlocks(X, y, sample_weight)
         scores, edge, result = None, None, None
         if objective == "sb-ece":
             temperature, result, edge = _fit_temperature_sb_ece(
@@ -299,28 +354,41 @@ class TemperatureScaling(Estimator):
             temperature = _fit_temperature_nll(data)
         else:
             scores = _grid_ece_scores(data, grid, n_bins)
-            temperature = float(grid[int(np.argmin(scores))])
-            edge = grid_edge(grid, scores, sampling_noise(data.n),
-                             _wider_grid(grid, temperature, "TemperatureScaling('ece', grid={})", "objective='nll'"))
+            temperature, edge = _best_on_grid(grid, scores, sampling_noise(data.total),
+                                              "TemperatureScaling('ece', grid={})", "objective='nll'")
         self.temperature_, self.grid_scores_, self.at_edge_, self.optimizer_result_ = temperature, scores, edge, result
+        self._record_width(data.k)
         return self
 
-    def _check_fitted(self) -> float:
-        if not hasattr(self, "temperature_"):
-            raise ValueError("this TemperatureScaling is not fitted yet; call fit(logits, labels) first.")
-        return self.temperature_
+    def predict_logits(self, X):
+        """The scaled logits ``z / T`` of logits X (N, K) of the fitted K (a float64 ndarray, or a tensor for a
+        tensor: see the module's policy)."""
+        return self._checked_logits(X) / self.temperature_
 
-    def predict_logits(self, logits):
-        """The scaled logits ``z / T`` (a float64 ndarray, or a tensor for a tensor: see the module's policy)."""
-        t = self._check_fitted()
-        if is_tensor(logits):
-            return checked_tensor(logits) / t
-        return as_scores(logits, "logits", kind="logits") / t
+    def predict_proba(self, X):
+        """The calibrated probabilities ``softmax(z / T)`` of logits X (N, K) with the fitted K: float64 for a numpy
+        input, a tensor of the input's dtype and device for a tensor (module docstring).
 
-    def predict_proba(self, logits):
-        """The calibrated probabilities ``softmax(z / T)``: float64 for a numpy input, a tensor of the input's
-        dtype and device for a tensor (module docstring)."""
-        return scaled_softmax(logits, self._check_fitted())
+        Raises
+        ------
+        NotFittedError
+            Before a successful :meth:`fit` (:class:`calib.posthoc.NotFittedError`, a ValueError).
+        ValueError
+            For logits that are not a finite (N, K) array, or of another K than the fit's (``n_features_in_``).
+        """
+        return super().predict_proba(X)
+
+    def predict_log_proba(self, X):
+        """``log_softmax(z / T)``, the logarithms of :meth:`predict_proba` (finite where a probability underflows)."""
+        return super().predict_log_proba(X)
+
+    def predict(self, X):
+        """The class of largest calibrated probability of each row, ``classes_[argmax]``: the argmax of the logits
+        (an int64 array, or tensor for a tensor)."""
+        return super().predict(X)
+
+    def _apply(self, z, log: bool):
+        return scaled_softmax(z, self.temperature_, log=log)
 
 
 def fit_temperature_sb_ece(logits, labels, n_bins: int = 15, sb_temperature: float = 0.01, norm: str = "l2",
@@ -392,13 +460,19 @@ def _fit_temperature_sb_ece(data: _RowBlocks, n_bins: int = 15, sb_temperature: 
         except ValueError:
             start = 1.0
     u0 = np.log(start)
-    zt = torch.as_tensor(np.asarray(data.z, dtype=np.float64))
-    yt = torch.as_tensor(data.y, dtype=torch.long)
+    # copies (torch.tensor), not views: torch warns on a read-only array (the caller's logits, unchanged)
+    zt = torch.tensor(np.asarray(data.z, dtype=np.float64))
+    yt = torch.tensor(data.y, dtype=torch.long)
+    wt = None if data.w is None else torch.tensor(data.w)
 
     def objective(u):
         ut = torch.tensor(float(u[0]), dtype=torch.float64, requires_grad=True)
-        value = soft_binned_ece_loss(zt * torch.exp(-ut), yt, n_bins=n_bins, temperature=sb_temperature, norm=norm,
-                                estimator=estimator)
+        if wt is None:
+            value = soft_binned_ece_loss(zt * torch.exp(-ut), yt, n_bins=n_bins, temperature=sb_temperature,
+                                         norm=norm, estimator=estimator)
+        else:
+            value = _weighted_soft_binned_ece(zt * torch.exp(-ut), yt, wt, n_bins=n_bins,
+                                              temperature=sb_temperature, norm=norm, estimator=estimator)
         (grad,) = torch.autograd.grad(value, ut)
         return value.item(), np.array([grad.item()])
 
@@ -419,6 +493,38 @@ def _fit_temperature_sb_ece(data: _RowBlocks, n_bins: int = 15, sb_temperature: 
             f"aligned and come from a trained model, and compare with objective='nll', which raises when no finite "
             f"temperature is optimal.", SearchBoundWarning, stacklevel=3)
     return temperature, result, edge
+
+
+def _weighted_soft_binned_ece(logits, targets, weight, n_bins: int, temperature: float, norm: str, estimator: str):
+    r"""The soft-binned ECE of :func:`calib.losses.soft_binned_ece_loss <calib.losses.batch.soft_binned_ece_loss>`
+    (Karandikar et al. 2021, Eqs. 8-12) with frequency weights :math:`w_i > 0` (torch, float64, differentiable):
+    :math:`S_j = \sum_i w_i u_{ij}`, :math:`A_j, C_j` the means over the samples with weights :math:`w_i u_{ij} / S_j`,
+    and :math:`(\sum_j \frac{S_j}{W} |A_j - C_j|^p)^{1/p}` (Eq. 11) or
+    :math:`(\frac1W \sum_i w_i \sum_j u_{ij} |A_j - c_i|^p)^{1/p}` (Eq. 12), W = :math:`\sum_i w_i`: integer
+    weights give the value of the rows repeated, as in :func:`calib.soft_binning.soft_binned_ece` (``weights``), which
+    the tests compare it with. Computed in log space as the unweighted loss is (its Notes)."""
+    import torch
+
+    log_p = torch.log_softmax(logits, dim=1)
+    log_c, pred = log_p.max(dim=1)
+    conf, correct = log_c.exp(), (pred == targets).to(logits.dtype)
+    centres = (torch.arange(n_bins, dtype=conf.dtype) + 0.5) / n_bins
+    log_u = torch.log_softmax(-(conf[:, None] - centres) ** 2 / temperature, dim=1)    # (N, M) log memberships
+    log_wu = log_u + torch.log(weight)[:, None]
+    within = torch.softmax(log_wu, dim=0)                                 # w_i u_ij / S_j, columns sum to 1
+    total = weight.sum()
+    p = 1 if norm == "l1" else 2
+    if estimator == "bin":
+        share = torch.exp(torch.logsumexp(log_wu, dim=0)) / total          # S_j / W
+        value = (share * (within.T @ (correct - conf)).abs() ** p).sum()
+    else:
+        acc = within.T @ correct                                           # A_j
+        value = (log_wu.exp() * (acc[None, :] - conf[:, None]).abs() ** p).sum() / total
+    if p == 1:
+        return value
+    positive = value > 0                                                   # gradient 0, not nan, at 0
+    return torch.where(positive, torch.where(positive, value, torch.ones_like(value)) ** 0.5,
+                       torch.zeros_like(value))
 
 
 def _bound_reached(u: float, bounds: tuple[float, float]) -> str | None:

@@ -133,6 +133,10 @@ def combine(decisions: Sequence[Decision]) -> str:
         raise ValueError("decisions is empty; pass the Decision of each part of the claim.")
     if any(not isinstance(d, Decision) for d in decisions):
         raise ValueError("decisions must be calib.stats.Decision objects (from decide).")
+    levels = sorted({d.interval.level for d in decisions}, reverse=True)
+    if len(levels) > 1:
+        raise ValueError(f"decisions: the parts were decided at levels {levels[0]:g} and {levels[1]:g}; decide every "
+                         f"part of a claim at the claim's one level, then combine them.")
     if all(d.verdict == "holds" for d in decisions):
         return "holds"
     return "not-reproduced" if _some_part_fails(decisions) else "inconclusive"

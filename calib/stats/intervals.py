@@ -9,6 +9,8 @@ from typing import Callable, Sequence
 import numpy as np
 from scipy import stats as _scipy_stats
 
+from calib._validate import to_numpy
+
 __all__ = ["Interval", "seed_interval", "paired_seed_interval", "paired_bootstrap", "check_level", "seed_values",
            "DIRECTIONS", "ALTERNATIVES"]
 
@@ -66,7 +68,7 @@ def check_level(level) -> float:
 def seed_values(values, name: str) -> np.ndarray:
     """``values`` as a float64 array of one finite number per seed, at least 2; a ValueError naming ``name``
     otherwise (a diverged run's NaN is refused: it must be rerun or reported, not averaged)."""
-    arr = np.asarray(values, dtype=np.float64)
+    arr = np.asarray(to_numpy(values, name), dtype=np.float64)   # a tensor on any device, with grad, too
     if arr.ndim != 1:
         raise ValueError(f"{name} must be one number per seed (a 1-D sequence); got shape {arr.shape}.")
     if arr.size < 2:
@@ -129,9 +131,9 @@ def paired_bootstrap(metric: Callable, probs_a, probs_b, labels, n_resamples: in
     level = check_level(level)
     if int(n_resamples) != n_resamples or n_resamples < 100:
         raise ValueError(f"n_resamples must be an integer >= 100 (2000 is usual); got {n_resamples}.")
-    probs_a = np.asarray(probs_a, dtype=np.float64)
-    probs_b = np.asarray(probs_b, dtype=np.float64)
-    labels = np.asarray(labels)
+    probs_a = np.asarray(to_numpy(probs_a, "probs_a"), dtype=np.float64)   # tensors on any device, with grad, too
+    probs_b = np.asarray(to_numpy(probs_b, "probs_b"), dtype=np.float64)
+    labels = to_numpy(labels, "labels")
     if probs_a.shape != probs_b.shape or probs_a.ndim != 2:
         raise ValueError(f"probs_a and probs_b must both have shape (N, K); got {probs_a.shape} and {probs_b.shape}.")
     if labels.shape != (probs_a.shape[0],):

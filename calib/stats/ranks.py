@@ -18,6 +18,7 @@ from typing import Callable
 import numpy as np
 from scipy import stats as _scipy_stats
 
+from calib._validate import to_numpy
 from calib.stats.intervals import Interval, check_level
 
 __all__ = ["RankAgreement", "kendall_tau_bootstrap", "RankTest", "rank_agreement_test", "EXACT_UP_TO"]
@@ -166,8 +167,8 @@ def kendall_tau_bootstrap(reference, probs, labels, metric: Callable, n_resample
         raise ValueError(f"probs has no runs for {missing}; give every item of reference its per-seed probabilities.")
     if len(items) < 3:
         raise ValueError(f"Kendall's tau needs at least 3 items; got {items}.")
-    labels = np.asarray(labels)
-    stacks = [np.asarray(probs[k], dtype=np.float64) for k in items]
+    labels = to_numpy(labels, "labels")                 # tensors on any device, with grad, too
+    stacks = [np.asarray([to_numpy(p, f"probs[{k!r}]") for p in probs[k]], dtype=np.float64) for k in items]
     shapes = {s.shape for s in stacks}
     if len(shapes) != 1 or stacks[0].ndim != 3 or stacks[0].shape[1] != labels.shape[0] or labels.ndim != 1:
         raise ValueError(f"probs must hold, for every item, the same number of (N, K) arrays with N = {labels.size} "

@@ -35,9 +35,20 @@ the losses as expressions) under them: :mod:`~calib.symbolic.mukhoti`, :mod:`~ca
 :mod:`~calib.symbolic.zhou` (the reweighted risks), :mod:`~calib.symbolic.komisarenko` (Props. 1-5 of
 Komisarenko & Kull 2024) and :mod:`~calib.symbolic.karandikar`. Every public name is importable from
 ``calib.symbolic``.
+
+It needs sympy, which the rest of calib does not: ``pip install 'calib[symbolic]'`` (the extra ``book`` has it too).
 """
 
 from __future__ import annotations
+
+try:
+    import sympy as _sympy  # noqa: F401  (the derivations below are sympy expressions)
+except ImportError as exc:
+    if exc.name != "sympy":
+        raise
+    raise ImportError("calib.symbolic needs sympy, which is an optional dependency of calib: install the extra "
+                      "'symbolic', pip install 'calib[symbolic]' (or pip install 'sympy>=1.12').",
+                      name="sympy") from exc
 
 from calib.symbolic.base import (Derivation, Label, cross_entropy_expr, eta, focal_loss_expr, gamma,
                                  gradient_factor_expr, limit_at_one, p, p0, q, simplify_in_u, u, vanishes, x)

@@ -70,7 +70,8 @@ class Derivation(dict):
             raise KeyError(f"{', '.join(missing)} not in derivation {self.title!r}; available: {', '.join(self)}.")
         lists = [k for k in keys if isinstance(self[k], list)]
         if lists:
-            raise TypeError(f"{', '.join(lists)} hold lists of steps; display their items, e.g. display(*d[{lists[0]!r}]).")
+            raise TypeError(f"{', '.join(lists)} hold lists of steps; display their items, e.g. "
+                            f"display(*d[{lists[0]!r}]).")
         return [sp.Eq(Label(self.labels[k]), self[k], evaluate=False) for k in keys]
 
 

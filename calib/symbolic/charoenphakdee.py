@@ -55,7 +55,7 @@ def posterior_recovery() -> Derivation:
     d.add("B_lower_gap", sp.factor(sp.expand(B - (1 - v) * ((1 - v) + gamma * (1 + gamma) * v))),
           r"B_\gamma(v) - (1-v)\left((1-v) + \gamma(1+\gamma)v\right)",
           "gamma (1 - gamma) v (v log v + 1 - v) >= 0 for gamma <= 1 (log v >= 1 - 1/v)")
-    h = d.add("h", v / phi, r"h^\gamma(v)", "Eq. 13")
+    d.add("h", v / phi, r"h^\gamma(v)", "Eq. 13")
     dphi = d.add("dphi", sp.diff(phi, v), r"\frac{d\varphi^\gamma}{dv}", "")
     dphi_form = d.add("dphi_form", gamma * (1 - v) ** (gamma - 2) * (-2 * (1 - v) + (gamma * v - 1) * sp.log(v)),
                       r"\gamma(1-v)^{\gamma-2}\left[-2(1-v) + (\gamma v - 1)\log v\right]",
@@ -67,7 +67,8 @@ def posterior_recovery() -> Derivation:
           "0: h' = (phi - v phi') / phi^2 = v^2 ell'' / phi^2 > 0, h increases (Prop. 12)")
     half = d.add("phi_half", sp.simplify(phi.subs(v, sp.Rational(1, 2))), r"\varphi^\gamma(1/2)", "")
     half_form = d.add("phi_half_form", 2 ** (-gamma) * (1 + gamma * sp.log(2)), r"2^{-\gamma}(1 + \gamma\log 2)", "")
-    d.add("L5_residual", sp.simplify(sp.expand_log(half - half_form, force=True)), r"\varphi^\gamma(1/2) - (\dots)", "0")
+    d.add("L5_residual", sp.simplify(sp.expand_log(half - half_form, force=True)), r"\varphi^\gamma(1/2) - (\dots)",
+          "0")
     tt = sp.Symbol("t", positive=True)
     tb = d.add("t_bound", sp.exp(-tt) * (1 + tt), r"e^{-t}(1+t)", "phi(1/2) with t = gamma log 2; equals 1 at t = 0")
     d.add("t_bound_dt", sp.simplify(sp.diff(tb, tt)), r"\frac{d}{dt}e^{-t}(1+t)", "-t e^-t < 0: so phi(1/2) < 1")
@@ -78,7 +79,8 @@ def posterior_recovery() -> Derivation:
                   r"\frac{d}{dt} W(\boldsymbol\eta + t(\mathbf{e}_1 - \mathbf{e}_2); \boldsymbol\eta)\Big|_{t=0}", "")
     d.add("thm5_residual", simplify_in_u(sp.expand(slope - (gradient_factor_expr(1 - eta1, gamma)
                                                               - gradient_factor_expr(eta1, gamma))), eta1),
-          r"\text{slope} - (\varphi^\gamma(\eta_2) - \varphi^\gamma(\eta_1))", "0: nonzero unless phi(eta1) = phi(eta2)")
+          r"\text{slope} - (\varphi^\gamma(\eta_2) - \varphi^\gamma(\eta_1))",
+          "0: nonzero unless phi(eta1) = phi(eta2)")
     lam = sp.Symbol("lambda", positive=True)
     qi, ei = sp.symbols("q_i eta_i", positive=True)
     d.add("kkt", sp.solve(sp.Eq(ei * gradient_factor_expr(qi, gamma) / qi, lam), ei)[0], r"\eta_i",

@@ -7,8 +7,7 @@ from functools import lru_cache
 
 import sympy as sp
 
-from calib.symbolic.base import Derivation, x
-from calib.symbolic.zhou import kappa
+from calib.symbolic.base import Derivation
 
 __all__ = ["soft_binning", "soft_uncertainty", "avuc_identity"]
 

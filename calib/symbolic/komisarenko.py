@@ -33,7 +33,8 @@ def focal_convexity() -> Derivation:
     ``d2_gamma_one`` ((p + 1) / p^2).
     """
     d = Derivation("Komisarenko & Kull Prop. 1: focal loss is convex in p")
-    L = d.add("L", focal_loss_expr(), r"L_{FL}(p, y{=}1)", "focal loss of the predicted probability p of the true class")
+    L = d.add("L", focal_loss_expr(), r"L_{FL}(p, y{=}1)",
+              "focal loss of the predicted probability p of the true class")
     d1 = d.add("d1", sp.diff(L, p), r"\partial_p L_{FL}", "first derivative, computed")
     d1p = d.add("d1_paper", gamma * (1 - p) ** (gamma - 1) * sp.log(p) - (1 - p) ** gamma / p,
                 r"\partial_p L_{FL}\ \text{(App. A.1)}", "as printed")
@@ -108,8 +109,8 @@ def binary_focal_decomposition() -> Derivation:
     num_g, _ = sp.fraction(sp.together(p_hat - form_g))
     d.add("g_residual", simplify_in_u(sp.powsimp(sp.expand(num_g), force=True), q),
           r"\operatorname{numerator}\left(\hat p - \frac{q/g(q)}{q/g(q) + (1-q)/g(1-q)}\right)", "0")
-    d.add("dl1_g", simplify_in_u(sp.expand(-q * dl1 - gradient_factor_expr(q, gamma)), q), r"-q\,\ell_1'(q) - g(q,\gamma)",
-          "0: the derivative of the positive partial loss is -g(q, gamma) / q")
+    d.add("dl1_g", simplify_in_u(sp.expand(-q * dl1 - gradient_factor_expr(q, gamma)), q),
+          r"-q\,\ell_1'(q) - g(q,\gamma)", "0: the derivative of the positive partial loss is -g(q, gamma) / q")
     d.add("p_hat_gamma_zero", sp.simplify(p_hat.subs(gamma, 0)), r"\hat p(q)\big|_{\gamma=0}",
           "q: cross-entropy is proper")
     d.add("p_hat_at_half", sp.simplify(p_hat.subs(q, sp.Rational(1, 2))), r"\hat p(1/2)", "1/2")
@@ -132,12 +133,12 @@ def focal_calibration_on_logits() -> Derivation:
     sig = 1 / (1 + e(-s))
     p_hat = binary_focal_decomposition()["p_hat_paper"]
     d.add("FC", p_hat.subs(q, sig), r"FC(s) = \hat p_\gamma(\sigma(s))", "by definition")
-    fc_paper = d.add("FC_paper", 1 / (1 + e(-gamma * s) * (e(-s) + gamma * sp.log(1 + e(-s)))
-                                      / (1 + gamma * e(-s) * sp.log(1 + e(s)))),
-                     r"FC(s)\ \text{(Prop. 3)}", "the paper's form in s")
+    d.add("FC_paper", 1 / (1 + e(-gamma * s) * (e(-s) + gamma * sp.log(1 + e(-s)))
+                           / (1 + gamma * e(-s) * sp.log(1 + e(s)))),
+          r"FC(s)\ \text{(Prop. 3)}", "the paper's form in s")
     f = d.add("f", (gamma * e(s) * sp.log(1 + e(-s)) + 1) / (1 + gamma * e(-s) * sp.log(1 + e(s))),
               r"f_\gamma(s)", "App. A.3")
-    fc_f = d.add("FC_f", 1 / (1 + e(-(gamma + 1) * s) * f), r"\frac{1}{1 + e^{-(\gamma+1)s} f_\gamma(s)}", "App. A.3")
+    d.add("FC_f", 1 / (1 + e(-(gamma + 1) * s) * f), r"\frac{1}{1 + e^{-(\gamma+1)s} f_\gamma(s)}", "App. A.3")
     # p_hat(sigma(s)) against the paper's forms, numerically at random points (sympy cannot cancel
     # log(1 - sigma(s)) against log(1 + e^s) symbolically without help), and symbolically after rewriting
     # log(sigma(s)) = -log(1 + e^-s), log(1 - sigma(s)) = -log(1 + e^s).
@@ -231,8 +232,8 @@ def multiclass_focal_decomposition() -> Derivation:
     d.add("dL_residual", simplify_in_u(sp.expand(dL - dLp), q), r"L'(q) - \text{(Eq. 1)}", "0")
     d.add("inverse_dL", 1 / dLp, r"1 / L'(q)", "")
     d.add("inverse_dL_g", -q / gradient_factor_expr(q, gamma), r"-q / g(q, \gamma)", "the same, with Mukhoti's g")
-    d.add("g_residual", simplify_in_u(sp.expand(-q * dL - gradient_factor_expr(q, gamma)), q), r"-q L'(q) - g(q, \gamma)",
-          "0, so p_hat_j is proportional to q_j / g(q_j, gamma)")
+    d.add("g_residual", simplify_in_u(sp.expand(-q * dL - gradient_factor_expr(q, gamma)), q),
+          r"-q L'(q) - g(q, \gamma)", "0, so p_hat_j is proportional to q_j / g(q_j, gamma)")
     qs = sp.symbols("q_1:4", positive=True)
     ps = sp.symbols("p_1:4", positive=True)
     lam = sp.Symbol("lambda")

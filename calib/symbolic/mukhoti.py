@@ -250,7 +250,8 @@ def entropy_bound() -> Derivation:
     d.add("dD_at_0", sp.simplify(dD.subs(gamma, 0)), r"\frac{\partial D}{\partial \gamma}\Big|_{\gamma=0}",
           "h(p) - log p log(1-p) >= 0 (the lemma)")
     d.add("d2D", sp.simplify(sp.diff(D, gamma, 2)), r"\frac{\partial^2 D}{\partial \gamma^2}",
-          ">= 0: -log p >= 0, log^2(1-p) >= 0, (1-p)^gamma >= 0, so D is convex in gamma and D >= D(0) + D'(0) gamma >= 0")
+          ">= 0: -log p >= 0, log^2(1-p) >= 0, (1-p)^gamma >= 0, so D is convex in gamma and "
+          "D >= D(0) + D'(0) gamma >= 0")
     lemma = d.add("lemma", h - sp.log(p) * sp.log(1 - p), r"h(p) - \log p \log(1-p)", ">= 0 on (0, 1)")
     d.add("lemma_symmetry", sp.simplify(lemma - lemma.subs(p, 1 - p)), r"\ell(p) - \ell(1-p)",
           "0: symmetric, so p <= 1/2 suffices")
@@ -281,7 +282,8 @@ def focal_optimum() -> Derivation:
                  + (1 - eta) * gradient_factor_expr(1 - x, gamma) / (1 - x),
                  r"-\eta \frac{g(x, \gamma)}{x} + (1-\eta) \frac{g(1-x, \gamma)}{1-x}", "")
     d.add("d_risk_residual", simplify_in_u(sp.expand(dr - form), x), r"R'(x) - (\dots)", "0")
-    sol = sp.solve(sp.Eq(eta * gradient_factor_expr(x, gamma) / x, (1 - eta) * gradient_factor_expr(1 - x, gamma) / (1 - x)), eta)
+    sol = sp.solve(sp.Eq(eta * gradient_factor_expr(x, gamma) / x,
+                         (1 - eta) * gradient_factor_expr(1 - x, gamma) / (1 - x)), eta)
     phi = lambda t: t / gradient_factor_expr(t, gamma)  # noqa: E731
     q_of_x = d.add("q_of_x", sol[0], r"\eta(x)", "stationarity solved for eta")
     form_q = d.add("q_of_x_form", phi(x) / (phi(x) + phi(1 - x)), r"\frac{h(x)}{h(x) + h(1-x)}",

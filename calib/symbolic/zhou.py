@@ -45,7 +45,8 @@ def reweighted_risk() -> Derivation:
                         r"\left.\frac{\partial \ell_{FL}}{\partial p}\right|_{\text{App. C.1}}", "as printed")
     d.add("dfl_residual", simplify_in_u(dfl - dfl_printed), r"\frac{\partial \ell_{FL}}{\partial p} - (\text{C.1})",
           "0: App. C.1 is right")
-    d.add("dfl_limit_3", limit_at_one(dfl.subs(gamma, 3)), r"\lim_{p\to1}\frac{\partial \ell_{FL}}{\partial p}\Big|_{\gamma=3}", "0")
+    d.add("dfl_limit_3", limit_at_one(dfl.subs(gamma, 3)),
+          r"\lim_{p\to1}\frac{\partial \ell_{FL}}{\partial p}\Big|_{\gamma=3}", "0")
     d.add("dfl_limit_half", limit_at_one(dfl.subs(gamma, sp.Rational(1, 2))),
           r"\lim_{p\to1}\frac{\partial \ell_{FL}}{\partial p}\Big|_{\gamma=1/2}", "0")
     d.add("fl_factor_residual", simplify_in_u(-p * dfl - gradient_factor_expr(p, gamma)),

@@ -60,7 +60,8 @@ def main():
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"CPU, {args.threads} thread(s)"
     print(f"device: {name}; dtype {args.dtype}; kappa = {KAPPA}; best of {args.repeats}\n")
     head = (f"{'n':>8} {'K':>3} {'nu':>5} | {'sup|G-Gn|':>9} {'mean|db|/b':>10} {'max|db|/b':>9} | "
-            f"{'argsort ms':>10} {'sort ms':>8} {'bins ms':>8} {'bins+bw ms':>10} {'sort/bins':>9} {'nK':>9} {'n log2 n':>9}")
+            f"{'argsort ms':>10} {'sort ms':>8} {'bins ms':>8} {'bins+bw ms':>10} {'sort/bins':>9} {'nK':>9} "
+            f"{'n log2 n':>9}")
     print(head)
     print("-" * len(head))
     rows = []
@@ -87,7 +88,8 @@ def main():
             t_bw = best_time(fwd_bwd, args.repeats)
             rows.append((n, k, nu, t_sort, t_bins, t_bw))
             print(f"{n:>8} {k:>3} {nu:>5} | {err_g:>9.3f} {rel.mean():>10.3f} {rel.max():>9.3f} | "
-                  f"{1e3 * t_argsort:>10.2f} {1e3 * t_sort:>8.2f} {1e3 * t_bins:>8.2f} {1e3 * t_bw:>10.2f} {t_sort / t_bins:>9.2f} "
+                  f"{1e3 * t_argsort:>10.2f} {1e3 * t_sort:>8.2f} {1e3 * t_bins:>8.2f} {1e3 * t_bw:>10.2f} "
+                  f"{t_sort / t_bins:>9.2f} "
                   f"{n * k:>9} {n * np.log2(n):>9.0f}")
     print()
     for k, nu in SETTINGS:
@@ -96,7 +98,8 @@ def main():
         faster_bw = [r[0] for r in mine if r[5] < r[3]]
         cross = next((n for n in args.sizes if all(m in faster for m in args.sizes if m >= n)), None)
         cross_bw = next((n for n in args.sizes if all(m in faster_bw for m in args.sizes if m >= n)), None)
-        print(f"K = {k:>2}, nu = {nu:<5}: bins forward faster than the sort from n = {cross or 'never (on this grid)'}; "
+        print(f"K = {k:>2}, nu = {nu:<5}: bins forward faster than the sort from n = "
+              f"{cross or 'never (on this grid)'}; "
               f"with its backward pass from n = {cross_bw or 'never (on this grid)'}")
 
 

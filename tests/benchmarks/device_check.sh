@@ -49,7 +49,7 @@ import os
 import numpy as np
 import torch
 import torch.distributed as dist
-from calib.metrics.streaming import StreamingClasswiseECE, StreamingECE, _all_gather_rows, _all_reduce_sums
+from calib.metrics.streaming import StreamingClasswiseECE, StreamingECE, _all_gather_rows, _all_reduce_sums, _host
 os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29533")
 torch.cuda.set_device(0)
 dist.init_process_group("nccl", rank=0, world_size=1)
@@ -62,8 +62,9 @@ for metric in (StreamingECE(), StreamingECE(binning="quantile"), StreamingClassw
         metric.update(torch.from_numpy(p[lo:lo + 5_000]).cuda(), torch.from_numpy(y[lo:lo + 5_000]).cuda())
     sums = _all_reduce_sums(metric._sums) if metric._sums else {}
     rows = _all_gather_rows(metric._rows) if metric._rows else {}
-    same = all(np.array_equal(sums[k], metric._sums[k]) for k in sums) and all(
-        all(np.array_equal(a, b) for a, b in zip(rows[k], metric._rows[k])) for k in rows)
+    same = all(np.array_equal(sums[k], _host(metric._sums[k])) for k in sums) and all(  # the state is on the GPU
+        np.array_equal(np.concatenate([_host(a) for a in rows[k]]), np.concatenate([_host(b) for b in metric._rows[k]]))
+        for k in rows)
     print(type(metric).__name__, "backend", dist.get_backend(), "sums", sorted(sums), "rows", sorted(rows),
           "reduced == local:", same, "value", metric.compute())
 dist.destroy_process_group()

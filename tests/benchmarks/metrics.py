@@ -122,7 +122,8 @@ def main():
         print(f"torchmetrics not available ({exc}); skipping it")
     else:
         p_t, y_t = torch.from_numpy(probs), torch.from_numpy(labels)
-        entries.append((f"torchmetrics multiclass_calibration_error l1 ({args.dtype}, {torch.get_num_threads()} threads)",
+        entries.append((f"torchmetrics multiclass_calibration_error l1 ({args.dtype}, "
+                        f"{torch.get_num_threads()} threads)",
                         lambda: float(multiclass_calibration_error(p_t, y_t, num_classes=k, n_bins=15, norm="l1")),
                         r))
 

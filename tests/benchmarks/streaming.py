@@ -17,8 +17,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 from calib import metrics
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -68,8 +68,8 @@ def test_r_top_against_mpmath_from_the_middle_to_underflow():
     np.testing.assert_allclose(got, exact, rtol=4.5e-16, atol=0)
     # r at p_top = 1 / (1 + S) is r(p) of the definition
     for s in (1e-12, 1e-6, 0.3, 5.0):
-        assert r_top(np.array([s]), np.log([s]), np.log1p([s]))[0] == pytest.approx(float(_r_exact(1 / (1 + mp.mpf(s)))),
-                                                                                     rel=1e-14)
+        exact = float(_r_exact(1 / (1 + mp.mpf(s))))
+        assert r_top(np.array([s]), np.log([s]), np.log1p([s]))[0] == pytest.approx(exact, rel=1e-14)
 
 
 def test_r_top_torch_matches_numpy_and_has_finite_gradients():

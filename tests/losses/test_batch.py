@@ -260,7 +260,8 @@ def test_exact_weights_clipped_match_loop_and_average_m_over_n(kappa):
     want = np.array([sum(1.0 / i for i in range(max(r, n - m + 1), n + 1)) for r in desc])
     np.testing.assert_allclose(w, want, rtol=1e-12, atol=1e-15)
     assert w.mean() == pytest.approx(m / n, rel=1e-12)
-    assert au_weights(s, kappa=kappa, cdf="exact", normalize=True).mean().item() == pytest.approx(m / n / kappa, rel=1e-12)
+    assert au_weights(s, kappa=kappa, cdf="exact", normalize=True).mean().item() == pytest.approx(m / n / kappa,
+                                                                                                   rel=1e-12)
 
 
 @pytest.mark.parametrize("k,nu", [(15, 0.1), (15, 0.01), (64, 0.05), (5, 1.0)])
@@ -289,7 +290,8 @@ def test_bin_weights_gradient_below_tau_only_and_matches_finite_differences():
     for i in torch.nonzero(low).flatten()[:10].tolist():
         e = torch.zeros(100, dtype=torch.float64)
         e[i] = eps
-        fd = (au_weights(s0 + e, 0.7, 0.1, 15, (0.0, 1.0))[i] - au_weights(s0 - e, 0.7, 0.1, 15, (0.0, 1.0))[i]) / (2 * eps)
+        fd = (au_weights(s0 + e, 0.7, 0.1, 15, (0.0, 1.0))[i]
+              - au_weights(s0 - e, 0.7, 0.1, 15, (0.0, 1.0))[i]) / (2 * eps)
         assert s.grad[i].item() == pytest.approx(fd.item(), rel=1e-6)
 
 

@@ -180,7 +180,8 @@ def test_dual_focal_gradient_and_saturation():
         zp, zm = logits.clone(), logits.clone()
         zp[i, c] += eps
         zm[i, c] -= eps
-        fd = (dual_focal_loss(zp, targets, 2.0, reduction="sum") - dual_focal_loss(zm, targets, 2.0, reduction="sum")) / (2 * eps)
+        fd = (dual_focal_loss(zp, targets, 2.0, reduction="sum")
+              - dual_focal_loss(zm, targets, 2.0, reduction="sum")) / (2 * eps)
         assert z.grad[i, c].item() == pytest.approx(fd.item(), rel=1e-5, abs=1e-8)
     sat = torch.tensor([[300.0, 0.0, -5.0]], dtype=torch.float32, requires_grad=True)
     for gamma in (0.5, 3.0):
@@ -276,7 +277,8 @@ def test_losses_finite_near_p_one_and_in_bf16(name):
     loss = get_loss(name)
     for dtype in (torch.float32, torch.bfloat16):
         for scale in (1.0, 30.0, 300.0):          # up to a saturated softmax (p_y == 1 in float32)
-            z = (scale * torch.tensor([[1.0, 0.0, -1.0], [0.0, 1.0, 0.5], [0.3, 0.2, 0.1]])).to(dtype).requires_grad_(True)
+            z = scale * torch.tensor([[1.0, 0.0, -1.0], [0.0, 1.0, 0.5], [0.3, 0.2, 0.1]])
+            z = z.to(dtype).requires_grad_(True)
             t = torch.tensor([0, 1, 2])
             value = loss(z, t)
             value.backward()
