@@ -251,7 +251,7 @@ def read_checkpoint(path, device, fix: str = "start the run over with --restart 
     It is loaded with ``torch.load(weights_only=True)``, torch's restricted unpickler, which builds tensors, dicts,
     lists, tuples, numbers and strings (and the ``Counter`` of a scheduler's milestones) and calls nothing else: a
     file planted in a run folder cannot run code when a resume, ``--restart`` or :func:`run_owner` reads it for its
-    config. Numpy's plain arrays are allowed as well (:func:`_numpy_array_globals`), for the random state of a
+    config. Numpy's plain arrays are allowed as well (``_numpy_array_globals``), for the random state of a
     checkpoint written before calib stored it as a tensor.
     """
     import torch

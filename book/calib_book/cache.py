@@ -117,7 +117,7 @@ def kernel_environment(profile: str, environ=None) -> dict:
     return added
 
 
-#: The environment variables that choose what a chapter reads: the dataset cache (``calib.dataset_files.data_home``)
+#: The environment variables that choose what a chapter reads, the dataset cache (``calib.dataset_files.data_home``)
 #: and the book's root, where ``calib_book.paths.book_file`` finds the stored results. Their values are part of the
 #: key; the files they lead to are digested (:func:`chapter_key`).
 INPUT_VARIABLES = ("CALIB_DATA", "CALIB_BOOK_ROOT")
@@ -128,7 +128,7 @@ FINGERPRINT_BYTES = 1 << 20
 
 def fingerprint_file(path: Path) -> str:
     """A cheap fingerprint of a large, rarely changed file: its path, size and modification time (ns) and the
-    SHA-256 of its first and last :data:`FINGERPRINT_BYTES`: 1.5 ms for a file of any size, where a full digest of
+    SHA-256 of its first and last ``FINGERPRINT_BYTES``: 1.5 ms for a file of any size, where a full digest of
     Fashion-MNIST's four files (30 MB) takes 60 ms and CIFAR's archives (170 MB) six times that, at every key. A
     file replaced or rewritten changes its time or size; a compressed file edited in place changes its end."""
     path = Path(path)

@@ -370,7 +370,7 @@ def premise_html(record: Claim) -> str:
             f'{_html_with_math(premise_text(record))}</p>')
 
 
-#: The methods page, relative to a chapter's page and to the ledger's pages alike (both one folder deep): every
+#: The methods page, relative to a chapter's page and to the ledger's pages alike, both one folder deep; every
 #: empirical claim (one with ``scale``) links to it.
 METHODS_PAGE = "../book/methods.html"
 

@@ -114,7 +114,7 @@ class KeyPart:
 
     @property
     def form(self) -> dict | None:
-        """What grades the part (:func:`calib_book.answers.graded_form`, the hidden test's spec); None for a
+        """What grades the part (``calib_book.answers.graded_form``, the hidden test's spec); None for a
         construction, which its property grades."""
         if self.rule == "construction":
             return None
@@ -401,10 +401,11 @@ def key_parts_cached(chapter: str) -> list[KeyPart]:
 
 # --- planted submissions: full student notebooks with the students' own code -------------------------------------
 
-#: The planted submissions of the self-test: the book's solutions as a student's code (``right``); the first half of
-#: the exercises so (``partly``); the classic mistakes of :data:`MISTAKES` (``mistakes``, where the chapter has
-#: one); no answer and a cell that reads the hidden tests from disk (``cheat-read``: otter run leaves them beside
-#: the submission); wrong answers and a cell that patches the comparisons and otter's runner (``cheat-patch``).
+#: The planted submissions of the self-test, by kind. ``right`` is the book's solutions as a student's code;
+#: ``partly`` the first half of the exercises so; ``mistakes`` the classic mistakes of :data:`MISTAKES`, where the
+#: chapter has one; ``cheat-read`` no answer and a cell that reads the hidden tests from disk, where otter run leaves
+#: them beside the submission; ``cheat-patch`` wrong answers and a cell that patches the comparisons and otter's
+#: runner.
 PLANTED_KINDS = ("right", "partly", "mistakes", "cheat-read", "cheat-patch")
 
 
@@ -895,8 +896,8 @@ def self_test_table(rows: list[SelfTestRow]) -> str:
 CELL_TIMEOUT_S = 600
 #: Seconds all the cells of a submission may run together (``grade``'s ``timeout``).
 NOTEBOOK_TIMEOUT_S = 3600
-#: Seconds a cell interrupted at its time limit has to stop before its kernel is killed (on an idle machine: scaled
-#: by the load, calib_book.timeouts, like COLLECT_TIMEOUT_S; the student's own limits are not scaled).
+#: Seconds a cell interrupted at its time limit has to stop before its kernel is killed, on an idle machine; scaled
+#: by the load (calib_book.timeouts) like COLLECT_TIMEOUT_S, where the student's own limits are not.
 INTERRUPT_GRACE_S = 10
 #: Seconds the cell that collects the answers may run (it encodes them as data, in the submission's kernel).
 COLLECT_TIMEOUT_S = 120
@@ -988,7 +989,7 @@ def _encode_answer(value, depth=0, parse=True):
 def _encode_expression(expr, depth):
     """A sympy expression as its tree: symbols with their assumptions, exact numbers, floats as decimal text,
     singletons (pi, oo, ...) by name, and every other node by its class in sympy's namespace, the only classes the
-    grader rebuilds a node from; runs in the submission's kernel, as :func:`_encode_answer` does."""
+    grader rebuilds a node from; runs in the submission's kernel, as ``_encode_answer`` does."""
     import sympy
 
     if depth > 64:
@@ -1011,7 +1012,7 @@ def _encode_expression(expr, depth):
 
 
 class _Unreadable:
-    """An answer the grader could not read back (a type :func:`_encode_answer` does not encode): no comparison of
+    """An answer the grader could not read back (a type ``_encode_answer`` does not encode): no comparison of
     the hidden tests accepts it."""
 
     def __init__(self, what):
@@ -1040,7 +1041,7 @@ class _Text(str):
 
 
 def _decode_answer(data, depth=0):
-    """The answer :func:`_encode_answer` encoded, rebuilt from data only; anything else raises (ValueError, or the
+    """The answer ``_encode_answer`` encoded, rebuilt from data only; anything else raises (ValueError, or the
     TypeError of numpy or sympy), and the grader counts that answer as unreadable."""
     import numpy as np
 
@@ -1198,7 +1199,7 @@ def _hidden_runner_source() -> str:
 
 def _collect_source(variables: list[str], path: Path) -> str:
     """The cell that writes the answers the hidden tests read (the variables ``variables``) to ``path``, encoded by
-    :func:`_encode_answer` in the submission's kernel."""
+    ``_encode_answer`` in the submission's kernel."""
     encoders = "\n\n".join(inspect.getsource(f) for f in (_encode_answer, _encode_expression))
     return (f"{encoders}\n\ndef _calib_collect_answers(names, path):\n    import json\n\n"
             f"    space = globals()\n    answers = {{n: _encode_answer(space[n]) for n in names if n in space}}\n"
@@ -1392,7 +1393,7 @@ def grade(autograder_zip: Path, submission: Path, *, cell_timeout: float = CELL_
     (the rest of the notebook runs on); a cell that does not stop within :data:`INTERRUPT_GRACE_S` of the interrupt,
     and a kernel that dies (``os._exit``, ``exit()``, a crash), end the run, and the submission scores 0. Then a cell
     encodes the answer dictionaries (``ex_label = dict(...)``, the only names the tests read) as JSON data
-    (:func:`_encode_answer`), the kernel is shut down, and the hidden tests run in a fresh ``python -I`` process that
+    (``_encode_answer``), the kernel is shut down, and the hidden tests run in a fresh ``python -I`` process that
     gets the answers as data, within ``cell_timeout`` seconds: what the submission patched in its kernel (numpy,
     sympy, otter) is not there, and the answers carry no code. ``otter run`` instead copies the hidden tests next to
     the submission and runs them in its kernel, where a submission can read or patch them.

@@ -39,7 +39,7 @@ settings, which ``load_state_dict`` checks.
 confidences, the label-binned estimator needs each sample's gap to its bin's accuracy, and the AURC weights each
 loss by its rank among all the confidences: no fixed-size summary of the batches seen gives these exactly. The
 classes keep one int64 key a row instead, 8 bytes: the float64 bits of the top-label confidence shifted left
-by one, with the outcome in the lowest bit (the key of :func:`calib.metrics._binning.sorted_pairs`, which sorts as
+by one, with the outcome in the lowest bit (the key of ``calib.metrics._binning.sorted_pairs``, which sorts as
 the confidences; on a device without float64 the float32 bits are widened to float64's with integer operations,
 exactly). The keys stay on the batches' device until ``compute()``, which sorts one copy of them (on that device,
 then one copy to the host; on the host in place for numpy or CPU keys: 8 bytes a row more, released when it
@@ -280,7 +280,7 @@ def _float32_bits_as_float64_bits(x):
 
 def _keys(conf: np.ndarray, flag: np.ndarray) -> np.ndarray:
     """One int64 a row, ``bits(conf) << 1 | flag``: ordered as the confidences (>= 0, read as float64; -0.0 as
-    +0.0), and among equal ones by ``flag`` (:func:`calib.metrics._binning.sorted_pairs`'s key)."""
+    +0.0), and among equal ones by ``flag`` (``calib.metrics._binning.sorted_pairs``'s key)."""
     key = (np.asarray(conf, dtype=np.float64) + 0.0).view(np.int64) << 1
     key |= flag
     return key

@@ -23,11 +23,11 @@ from calib.focal import focal_map, log_focal_map
 
 
 class NotFittedError(ValueError, AttributeError):
-    """A calibrator was used (``predict_proba``, ``predict``, ...) before :meth:`fit`, or after a fit that raised.
+    """A calibrator was used (``predict_proba``, ``predict``, ...) before ``fit``, or after a fit that raised.
 
     A ValueError (what the calibrators raised before, and calib's error for bad use) and an AttributeError, as
     scikit-learn's ``sklearn.exceptions.NotFittedError``. Once scikit-learn has been imported, the error raised is
-    also an instance of scikit-learn's class (:func:`not_fitted_error`), so ``except NotFittedError`` of either
+    also an instance of scikit-learn's class (``not_fitted_error``), so ``except NotFittedError`` of either
     library catches it; calib never imports scikit-learn itself.
     """
 

@@ -73,7 +73,7 @@ class Decision:
 
     @property
     def alpha(self) -> float:
-        """The one-sided level of the rule: (1 - level) / 2 of the interval."""
+        """The one-sided level of the rule, (1 - level) / 2 of the interval's level."""
         return (1 - self.interval.level) / 2
 
     def __str__(self) -> str:

@@ -104,7 +104,7 @@ def sign_test(differences: Sequence[float], units: Sequence | None = None,
 
 def _power(delta: float, sd: float, n: int, level: float) -> float:
     """Probability that the paired t-interval at ``level`` lies wholly above 0 when the true mean difference is
-    ``delta`` (one side, as :func:`decide` reads it)."""
+    ``delta`` (one side, as :func:`calib.stats.decide` reads it)."""
     critical = _scipy_stats.t.ppf(0.5 + level / 2, n - 1)
     return float(_scipy_stats.nct.sf(critical, n - 1, delta * np.sqrt(n) / sd))
 
@@ -125,7 +125,7 @@ def _check_power_inputs(sd, n, level, power) -> tuple:
 def detectable_difference(sd: float, n: int, level: float = 0.95, power: float = 0.8) -> float:
     """The smallest true paired difference that ``n`` seeds detect with probability ``power``.
 
-    Detected means that the paired t-interval at ``level`` lies wholly on the claimed side of 0 (:func:`decide`),
+    Detected means that the paired t-interval at ``level`` lies wholly on the claimed side of 0 (:func:`calib.stats.decide`),
     with ``sd`` the paired standard deviation over seeds: the ``delta`` with
     ``P(T > t_{(1+level)/2, n-1}) = power`` for ``T`` noncentral t with ``n - 1`` degrees of freedom and
     noncentrality ``delta sqrt(n) / sd`` (Cohen 1988, Ch. 2). For large n it tends to

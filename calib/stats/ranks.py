@@ -55,7 +55,7 @@ def rank_agreement_test(reference, values, alternative: str = "greater", n_permu
                         seed: int = 0) -> RankTest:
     """Kendall's tau-b between ``reference`` and ``values`` (the same items, in the same order), and the permutation
     p-value of the hypothesis that ours agree with the reference's order more than chance (``"greater"``), less
-    (``"less"``: a reversal), or either way (``"two-sided"``, by |tau|).
+    (``"less"``: a reversal), or either way (``"two-sided"``, by the absolute value of tau).
 
     Under "no agreement" every assignment of our values to the items is equally likely, so the p-value is the share
     of the n! orderings whose tau is at least ours (ties in the reference or in ours keep their tau-b denominators,

@@ -35,7 +35,7 @@ from calib.stats.intervals import Interval, check_level, seed_interval
 __all__ = ["AdditiveStatistic", "ResampledStatistic", "bootstrap_counts", "sampling_variance", "seed_test_interval",
            "N_RESAMPLES"]
 
-#: Test-set resamples behind a variance: the variance's own relative error is about sqrt(2 / 400) = 7 %, which moves
+#: Test-set resamples behind a variance. The variance's own relative error is about sqrt(2 / 400) = 7 %, which moves
 #: an interval's half-width by about 2 % when the two variances are equal.
 N_RESAMPLES = 400
 
