@@ -438,11 +438,13 @@ MISTAKES = (
             ("interval",)),
     Mistake("ch05-ex-flsd", "Welch's unpaired interval for the paired one asked",
             (("flsd_gap = {key: paired_seed_interval(", "flsd_gap = {key: _welch_interval("),
-             ("if STORED_CONFIGURATION and seed == 0:                  # the runs the exercise names\n",
+             # the anchor is the start of a solution line, not the whole line: a whole line of a solution here would
+             # reach the student site through this module's source (the leak scan looks for whole lines)
+             ("if STORED_CONFIGURATION and seed == 0:",
               "def _welch_interval(a, b):\n    from types import SimpleNamespace\n\n    from scipy import stats\n\n"
               "    found = stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)\n"
               "    return SimpleNamespace(low=float(found.low), high=float(found.high))\n\n\n"
-              "if STORED_CONFIGURATION and seed == 0:                  # the runs the exercise names\n")),
+              "if STORED_CONFIGURATION and seed == 0:")),
             ("ece", "norm")),
     Mistake("ch06-ex-thresholds", "gamma off by one (gamma + 1 in the gradient factor)",
             (("phi_sym.subs(gam_, sp.Rational(5, 2))", "phi_sym.subs(gam_, sp.Rational(5, 2) + 1)"),
