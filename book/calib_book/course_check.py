@@ -23,8 +23,8 @@ few points of its symbols, stored with the test, to 12 significant digits. Both 
 
 **A part with several valid answers** is graded by a rule that needs no secret to state: ``any-of`` (right when
 right for one of the valid values; the public test holds the digests of each), ``interval`` (a 95 % interval from
-runs the question fixes: each end is a number whose unit is the leading significant digit of the key's interval's
-width, as far as a rerun of the runs in another process agrees), and a construction (an example or counterexample, right when
+runs the question fixes, which are bit-reproducible: each end is a number whose unit is the 3rd significant digit of
+the key's interval's width), and a construction (an example or counterexample, right when
 the exercise's property holds: the test file carries the property's own source).
 
 **A word or a truth value** (a verdict, a choice between named options) is graded by the hidden test only; the
@@ -52,7 +52,7 @@ NOT_ANSWERED = "not answered yet: replace the ... with your answer"
 EXACT_DIGITS = 20
 SYMBOLIC_DIGITS = 12
 #: The significant digits of an interval's width to which each of its ends is graded.
-INTERVAL_DIGITS = 1
+INTERVAL_DIGITS = 3
 
 
 def digest(salt: str, index: int, token: str) -> str:

@@ -318,12 +318,11 @@ def _alternatives(label: str, name: str, compute: Callable[[], list]) -> list:
 
 def interval_right(reference, given) -> bool:
     """The rule for an interval a training exercise claims (:func:`calib_book.course_check.interval_bands`): each end
-    within half a unit of the leading significant digit of the reference interval's width; false, rather than an
-    error, for an answer that is not an interval. The rule asks for the interval of the runs the question fixes, but
-    not to more digits than a rerun in another process gives: the key's reruns and a student's notebook, both on
-    pinned CPU kernels and one thread, still differed in the 3rd digit of ch08-ex-beta's and ch08-ex-sbece-train's
-    intervals (a right submission scored 13 of 19). It was "within seed noise" (the centre within a quarter width,
-    the width within a factor 1.5), which took a reversed difference near 0."""
+    within half a unit of the 3rd significant digit of the reference interval's width; false, rather than an error,
+    for an answer that is not an interval. The runs a question fixes are bit-reproducible (the notebooks pin torch's
+    CPU kernels), so the rule asks for their own interval: it was "within seed noise" (the centre within a quarter
+    width, the width within a factor 1.5), which took a reversed difference near 0, Welch's interval for a paired
+    one and AdaECE for the equal-width ECE."""
     from calib_book import course_check
 
     spec = {"kind": "interval", "shape": [2], "bands": course_check.interval_bands(reference)}
@@ -339,8 +338,9 @@ def interval_claim(reference: Callable[[], Any], hint: str, points: int = 2) -> 
     by :func:`interval_within_seed_noise` against ``reference()``."""
     return Expected(reference, rtol=1e-6, atol=1e-9, close_digits=None, hint=hint, points=points,
                     accept="interval",
-                    accepts="the interval (low, high) of the runs the question fixes: each end within half a unit "
-                            "of the leading significant digit of the interval's width")
+                    accepts="the interval (low, high) of the runs the question fixes (bit-reproducible with the "
+                            "notebook's pinned CPU kernels): each end within half a unit of the 3rd significant "
+                            "digit of the interval's width")
 
 
 def verdict_claim(compute: Callable[[], str], hint: str, on: str | None = "interval", points: int = 1) -> Expected:
