@@ -100,6 +100,45 @@ class Dataset:
         return replace(self, x_train=x_tr, y_train=y_tr, x_val=x_va, y_val=y_va, x_test=x_te, y_test=y_te)
 
 
+    def long_tailed(self, ratio: float, splits=("train", "val")) -> "Dataset":
+        """A class-imbalanced copy: in each split of ``splits``, class c of K keeps the first
+        :math:`\\lfloor n_{\\max}\\, \\rho^{-c/(K-1)} \\rfloor` of its samples (at least one), :math:`n_{\\max}` the
+        split's smallest class count and :math:`\\rho` = ``ratio`` the largest over the smallest class size: the
+        exponential profile of the long-tailed CIFAR of Cui et al. (2019, "Class-balanced loss based on effective
+        number of samples") with class 0 the most frequent. The splits are already in a random order, so the first
+        samples of a class are a random draw of it; the kept samples stay in split order, and the normalisation is
+        recomputed on the new training split. The other splits (by default the test split) are unchanged, balanced
+        as they were; pass ``splits=("train", "val", "test")`` to shift the test prior too.
+        """
+        ratio = float(ratio)
+        if not np.isfinite(ratio) or ratio < 1:
+            raise ValueError(f"ratio must be a finite number >= 1 (the largest class over the smallest; 1 keeps the "
+                             f"classes balanced); got {ratio}.")
+        splits = tuple(splits)
+        unknown = [s for s in splits if s not in ("train", "val", "test")]
+        if unknown or not splits:
+            raise ValueError(f"splits must name some of 'train', 'val', 'test'; got {splits!r}.")
+        k = self.n_classes
+        fractions = ratio ** (-np.arange(k) / max(k - 1, 1))
+        out = {}
+        for split in splits:
+            y = getattr(self, f"y_{split}")
+            counts = np.bincount(y, minlength=k)
+            if counts.min() == 0:
+                raise ValueError(f"the {split} split has no sample of class {int(np.argmin(counts))}; a long-tailed "
+                                 f"copy needs every class.")
+            keep_n = np.maximum(np.floor(counts.min() * fractions).astype(np.int64), 1)
+            rank = np.zeros(y.size, dtype=np.int64)                 # the position of each sample within its class
+            for c in range(k):
+                rank[y == c] = np.arange(counts[c])
+            keep = rank < keep_n[y]
+            out[f"x_{split}"], out[f"y_{split}"] = getattr(self, f"x_{split}")[keep], y[keep]
+        copy = replace(self, **out)
+        if "train" in splits:
+            mean, std = _normalisation(copy.x_train)
+            copy = replace(copy, mean=mean, std=std)
+        return copy
+
     def pooled(self, factor: int) -> "Dataset":
         """The images average-pooled over ``factor`` x ``factor`` blocks (e.g. 2: Fashion-MNIST at 14x14), with
         the normalisation recomputed; a cheaper problem for CPU runs. ``factor=1`` returns the dataset itself."""

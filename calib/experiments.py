@@ -509,7 +509,8 @@ def matching_run(path, config: dict):
 
 def load_store(root, model: str | None = None) -> list:
     """The finished runs under ``root`` (``<model>/<loss>/seed<k>/`` with meta.json and logits.npz), sorted
-    by model, loss and seed. Unfinished runs and runs without logits are left out; a damaged ``meta.json`` or
+    by model, loss and seed (a run's logits of either split or both: :func:`calib.runs.stored_splits`). Unfinished
+    runs and runs without logits are left out; a damaged ``meta.json`` or
     ``logits.npz`` of a finished run raises :class:`calib.runs.CorruptRunError` naming the file and the fix
     (:func:`calib.runs.read_logits` checks each logits archive's contents without unpickling anything)."""
     root = Path(root)
@@ -526,7 +527,8 @@ def load_store(root, model: str | None = None) -> list:
         meta = run_files.read_json_object(meta_path, fix=_store_fix(run_dir))
         if not meta.get("finished") or not (run_dir / run_files.LOGITS).is_file():
             continue
-        run_files.read_logits(run_dir / run_files.LOGITS, check_only=True)
+        logits = run_dir / run_files.LOGITS
+        run_files.read_logits(logits, check_only=True, splits=run_files.stored_splits(logits))
         stored.append(StoredRun(m, loss, int(run_dir.name[4:]), run_dir, meta))
     return sorted(stored, key=lambda r: (r.model, r.loss, r.seed))
 

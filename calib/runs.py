@@ -40,8 +40,8 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["META", "HISTORY", "LOGITS", "CHECKPOINT", "RUN_FILES", "DISCARDABLE", "LOGIT_KEYS", "Run", "load_run",
-           "read_json_object", "read_logits", "read_checkpoint", "write_atomic", "write_json", "write_logits", "RunLock",
-           "RunFolder", "check_world_size", "remove_temporaries", "run_owner", "RunLockedError", "CorruptRunError",
+           "read_json_object", "read_logits", "stored_splits", "read_checkpoint", "write_atomic", "write_json",
+           "write_logits", "RunLock", "RunFolder", "check_world_size", "remove_temporaries", "run_owner", "RunLockedError", "CorruptRunError",
            "DiskFullError",
            "RunConfigError", "ReadOnlyRunError", "RunFolderMovedError", "git_commit", "git_dirty", "device_name"]
 __all__ += ["WEIGHTS", "WEIGHT_DTYPES", "write_weights", "read_weights"]
@@ -182,6 +182,27 @@ def read_json_object(path, fix: str | None = None) -> dict:
     if not isinstance(obj, dict):
         raise CorruptRunError(f"{path} holds a JSON {type(obj).__name__}, not the object calib writes; {fix}.")
     return obj
+
+
+def stored_splits(path) -> tuple:
+    """The splits (``"val"``, ``"test"``) whose logits and labels a ``logits.npz`` holds, read from the archive's
+    directory alone; a file that is no .npz archive or holds neither split raises :class:`CorruptRunError`.
+    Chapter 10's tuning runs keep ``("val",)``; chapter 12's grid runs, which keep their network, ``("test",)``
+    (their validation logits are the network's, recomputed)."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            files = set(npz.files) if isinstance(npz, np.lib.npyio.NpzFile) else set()
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        files = set()
+    splits = tuple(s for s in ("val", "test") if {f"{s}_logits", f"{s}_labels"} <= files)
+    if not splits:
+        raise CorruptRunError(f"{path} is damaged (no logits and labels of a split); train the run again "
+                              f"(calib train --from-meta {path.parent / META} --out {path.parent} --restart), or "
+                              f"delete {path.parent} if the run is not needed.")
+    return splits
 
 
 def read_logits(path, check_only: bool = False, splits: tuple = ("val", "test")) -> dict:

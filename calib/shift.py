@@ -16,7 +16,9 @@ of its ``weights.npz``, with the definitions of the corruptions, the maps and th
 evaluation is used only for the networks and the definitions it was computed from (as
 :func:`calib.experiments.evaluate_store` keys chapter 10's post-hoc evaluation by the logits);
 :func:`evaluate_shift_runs` computes any part of it afresh (chapter 12 recomputes a run's sets to check the file).
-:class:`ShiftEvaluation` reads it back by loss, map, metric, seed and severity; :func:`corruption_sem` is the error
+:func:`evaluate_shift_resamples` adds the test set's own noise: the metrics the claims compare at 400 bootstrap
+resamples of the test images, the same resamples for every run (an ``.npz`` keyed the same way).
+:class:`ShiftEvaluation` reads both back by loss, map, metric, seed and severity; :func:`corruption_sem` is the error
 bar of the papers' figures.
 """
 
@@ -34,8 +36,9 @@ from calib.corruptions import CORRUPTIONS, corrupt_images
 from calib.metrics import get_metric
 from calib.posthoc import get_map, map_names
 
-__all__ = ["CLEAN", "SEVERITIES", "SHIFT_METRICS", "shift_sets", "shifted_images", "shift_definitions",
-           "evaluate_shift_runs", "evaluate_shift", "ShiftEvaluation", "corruption_sem", "read_shift_evaluation"]
+__all__ = ["CLEAN", "SEVERITIES", "SHIFT_METRICS", "RESAMPLED_METRICS", "RESAMPLED_MAPS", "shift_sets",
+           "shifted_images", "shift_definitions", "evaluate_shift_runs", "evaluate_shift", "resample_shift_runs",
+           "evaluate_shift_resamples", "computed_with", "ShiftEvaluation", "corruption_sem", "read_shift_evaluation"]
 
 #: The name of the uncorrupted test set (severity 0) among :func:`shift_sets`.
 CLEAN = "clean"
@@ -142,9 +145,6 @@ def evaluate_shift_runs(run_dirs: dict, sets, maps=None, metrics=SHIFT_METRICS, 
     """
     from scipy.special import softmax
 
-    from calib.data import load_dataset
-    from calib.train import load_network, network_logits
-
     maps = list(map_names() if maps is None else maps)
     for m in maps:
         get_map(m)                                    # unknown names list the registered ones
@@ -153,24 +153,8 @@ def evaluate_shift_runs(run_dirs: dict, sets, maps=None, metrics=SHIFT_METRICS, 
     sets = list(sets)
     for name in sets:
         _parse_set(name)
-    if not isinstance(run_dirs, dict) or not run_dirs:
-        raise ValueError("run_dirs must be a non-empty dict: key -> run directory with weights.npz.")
     networks, entries, fitted_maps = {}, {}, {}
-    ds = dataset
-    for key, path in run_dirs.items():
-        path = Path(path)
-        if ds is None:
-            from calib.run_config import config_from_meta
-
-            ds = load_dataset(config_from_meta(path).data)
-        model, run_ds = load_network(path, dataset=ds)
-        stored = run_files.read_logits(path / run_files.LOGITS)
-        val = network_logits(model, run_ds.x_val, run_ds)
-        clean = network_logits(model, run_ds.x_test, run_ds)
-        if not np.array_equal(stored["test_labels"], run_ds.y_test) or not np.array_equal(stored["val_labels"],
-                                                                                          run_ds.y_val):
-            raise ValueError(f"{path}: the stored labels are not those of the dataset passed; pass the run's dataset.")
-        loss = (losses or {}).get(key, path.parent.name)
+    for key, (model, run_ds, loss, stored, val, clean) in _load_networks(run_dirs, dataset, losses).items():
         fitted = {m: get_map(m)(val, run_ds.y_val, loss) for m in maps if get_map(m).applies(loss)}
         z32 = stored["test_logits"].astype(np.float64)
         ece = get_metric("ece_em_l2")
@@ -182,21 +166,218 @@ def evaluate_shift_runs(run_dirs: dict, sets, maps=None, metrics=SHIFT_METRICS, 
         fitted_maps[key] = fitted
         entries[key] = {"params": {m: dict(f.params) for m, f in fitted.items()},
                         "values": {m: {metric: [] for metric in metrics} for m in fitted}, "float16_check": check}
-    iterator = sets
+    for _, key, logits, labels in _shifted_logits(networks, sets, seed, progress):
+        for m, f in fitted_maps[key].items():
+            for metric, value in _score(f, logits, labels, metrics).items():
+                entries[key]["values"][m][metric].append(value)
+    return entries
+
+
+def _load_networks(run_dirs: dict, dataset, losses) -> dict:
+    """Key -> (network, its dataset, loss label, stored test logits, its validation and clean test logits)."""
+    from calib.data import load_dataset
+    from calib.train import load_network, network_logits
+
+    if not isinstance(run_dirs, dict) or not run_dirs:
+        raise ValueError("run_dirs must be a non-empty dict: key -> run directory with weights.npz.")
+    out, ds = {}, dataset
+    for key, path in run_dirs.items():
+        path = Path(path)
+        if ds is None:
+            from calib.run_config import config_from_meta
+
+            ds = load_dataset(config_from_meta(path).data)
+        model, run_ds = load_network(path, dataset=ds)
+        stored = run_files.read_logits(path / run_files.LOGITS, splits=("test",))   # chapter 12 keeps no val logits
+        if not np.array_equal(stored["test_labels"], run_ds.y_test):
+            raise ValueError(f"{path}: the stored labels are not those of the dataset passed; pass the run's dataset.")
+        loss = (losses or {}).get(key, path.parent.name)
+        out[key] = (model, run_ds, loss, stored, network_logits(model, run_ds.x_val, run_ds),
+                    network_logits(model, run_ds.x_test, run_ds))
+    return out
+
+
+def _shifted_logits(networks: dict, sets, seed: int, progress: bool):
+    """(set index, key, logits, labels) of every network (key -> (model, dataset)) on every test set, each set
+    corrupted once."""
+    from calib.train import network_logits
+
+    iterator = list(enumerate(sets))
     if progress:
         from tqdm.auto import tqdm
 
-        iterator = tqdm(sets, desc="shifted test sets", unit="set")
-    for name in iterator:
+        iterator = tqdm(iterator, desc="shifted test sets", unit="set")
+    for i, name in iterator:
         images = None
         for key, (model, run_ds) in networks.items():
             if images is None:
                 images = shifted_images(run_ds.x_test, name, seed=seed)
-            logits = network_logits(model, images, run_ds)
-            for m, f in fitted_maps[key].items():
-                for metric, value in _score(f, logits, run_ds.y_test, metrics).items():
-                    entries[key]["values"][m][metric].append(value)
-    return entries
+            yield i, key, network_logits(model, images, run_ds), run_ds.y_test
+
+
+#: What :func:`resample_shift_runs` resamples: the equal-mass l2 ECE and the over-confidence (mean top-label
+#: confidence minus accuracy), the two quantities chapter 12's claims compare.
+RESAMPLED_METRICS = ("ece_em_l2", "overconfidence")
+#: The maps :func:`evaluate_shift_resamples` resamples by default, by loss label (``"*"``: any other loss): those
+#: chapter 12's claims compare. No map for every loss (Fig. 7's losses against each other and against CE + TS);
+#: TS and TS-SB-ECE for cross-entropy (Fig. 2) and for the focal and MSE primaries (Fig. 9).
+RESAMPLED_MAPS = {"*": ("none",), "ce": ("none", "ts-nll", "ts-sb-ece"), "fl-3": ("none", "ts-nll", "ts-sb-ece"),
+                  "brier": ("none", "ts-nll", "ts-sb-ece")}
+
+
+def _maps_for(maps, loss: str) -> list:
+    """The maps of ``maps`` (a sequence for every loss, or a dict of :data:`RESAMPLED_MAPS`' form) for ``loss``."""
+    if isinstance(maps, dict):
+        return list(maps.get(loss, maps.get("*", ())))
+    return list(maps)
+
+
+def _check_maps(maps):
+    """``maps`` as JSON (a list, or a dict of lists), each name checked against the registry."""
+    as_json = {k: list(v) for k, v in maps.items()} if isinstance(maps, dict) else list(maps)
+    for names in (as_json.values() if isinstance(as_json, dict) else [as_json]):
+        for m in names:
+            get_map(m)                                    # unknown names list the registered ones
+    return as_json
+
+
+def _resampled_values(probs, labels, counts) -> dict:
+    from calib.metrics import top_label_outcomes
+    from calib.metrics.resampling import EqualMassStatistic
+
+    outcomes = top_label_outcomes(probs, labels)
+    over = counts.astype(np.float64, copy=False) @ (outcomes[:, 0] - outcomes[:, 1]) / counts.shape[1]
+    return {"ece_em_l2": EqualMassStatistic(outcomes[:, 0], outcomes[:, 1], _N_BINS, "l2").resampled(counts),
+            "overconfidence": over}
+
+
+def resample_shift_runs(run_dirs: dict, sets, maps=RESAMPLED_MAPS, n_resamples: int | None = None,
+                        resample_seed: int = 0, seed: int = 0, dataset=None, losses: dict | None = None,
+                        progress: bool = False) -> dict:
+    """The test set's own noise of a shift evaluation: each run's :data:`RESAMPLED_METRICS` under each map, at
+    every bootstrap resample of the test images, averaged per severity as :meth:`ShiftEvaluation.by_severity`
+    averages the values.
+
+    The resamples (:func:`calib.stats.bootstrap_counts` of the test set's size, ``n_resamples`` of them, seed
+    ``resample_seed``) are the same for every run, map and test set: a corrupted set is a corruption of the same
+    images, so a resample draws the same images from each, and a difference of two runs or maps taken resample by
+    resample keeps their pairing (:func:`calib.stats.resampled_variance`). ``run_dirs``, ``sets``, ``seed``,
+    ``dataset`` and ``losses`` are those of :func:`evaluate_shift_runs`; ``sets`` must hold :data:`CLEAN` and each
+    severity it averages. ``maps``: a sequence for every run, or a dict by loss label as :data:`RESAMPLED_MAPS`.
+
+    Returns
+    -------
+    dict
+        Key -> ``{map: {metric: float array (6, n_resamples)}}``: row 0 the clean test set, row s the mean over the
+        corruption types of severity s (NaN for a severity not in ``sets``).
+    """
+    from calib.stats import bootstrap_counts
+    from calib.stats.test_set import N_RESAMPLES
+
+    _check_maps(maps)
+    sets = list(sets)
+    severity = np.array([_parse_set(name)[1] for name in sets])
+    per_severity = np.bincount(severity, minlength=6).astype(np.float64)
+    networks, fitted_maps, out, counts = {}, {}, {}, None
+    for key, (model, run_ds, loss, _, val, _) in _load_networks(run_dirs, dataset, losses).items():
+        networks[key] = (model, run_ds)
+        fitted_maps[key] = {m: get_map(m)(val, run_ds.y_val, loss) for m in _maps_for(maps, loss)
+                            if get_map(m).applies(loss)}
+        if counts is None:                            # float32 holds the counts exactly, in half the memory traffic
+            counts = bootstrap_counts(run_ds.y_test.size, N_RESAMPLES if n_resamples is None else n_resamples,
+                                      resample_seed).astype(np.float32)
+        out[key] = {m: {metric: np.zeros((6, counts.shape[0])) for metric in RESAMPLED_METRICS}
+                    for m in fitted_maps[key]}
+    for i, key, logits, labels in _shifted_logits(networks, sets, seed, progress):
+        for m, f in fitted_maps[key].items():
+            for metric, values in _resampled_values(f.proba(logits), labels, counts).items():
+                out[key][m][metric][severity[i]] += values / per_severity[severity[i]]
+    for entry in out.values():
+        for by_metric in entry.values():
+            for values in by_metric.values():
+                values[per_severity == 0] = np.nan
+    return out
+
+
+def evaluate_shift_resamples(runs, cache=None, corruptions=None, severities=SEVERITIES, maps=RESAMPLED_MAPS,
+                             n_resamples: int | None = None, seed: int = 0, dataset=None, write_cache: bool = True,
+                             progress: bool = False) -> dict:
+    """:func:`resample_shift_runs` of every run of ``runs`` (as :func:`evaluate_shift` takes them), each run's
+    arrays read from ``cache`` (an ``.npz``) when they were computed from the same ``weights.npz`` (SHA-256) and
+    definitions, computed otherwise; the cache is rewritten (float32) when ``write_cache`` and something was
+    computed. Returns key -> ``{map: {metric: (6, B) array}}``, the ``resamples`` of :class:`ShiftEvaluation`."""
+    from calib.stats.test_set import N_RESAMPLES
+
+    as_json = _check_maps(maps)
+    b = N_RESAMPLES if n_resamples is None else int(n_resamples)
+    every_map = sorted(set(sum(as_json.values(), [])) if isinstance(as_json, dict) else set(as_json))
+    definitions = {**shift_definitions(shift_sets(corruptions, severities), every_map, RESAMPLED_METRICS, seed),
+                   "resampled_maps": as_json, "n_resamples": b, "resample_seed": 0}
+    cached, index = {}, {}
+    if cache is not None and Path(cache).is_file():
+        cached, index, _ = _read_resamples(cache, definitions)
+    out, todo = {}, {}
+    for run in runs:
+        key = f"{run.model}/{run.loss}/seed{run.seed}"
+        weights = Path(run.path) / run_files.WEIGHTS
+        if not weights.is_file():
+            raise FileNotFoundError(f"{run.path} has no {run_files.WEIGHTS}: it was trained without weights; retrain "
+                                    f"it (its grid's weights = \"float16\") to score it under shift.")
+        digest = _sha256(weights)
+        if key in cached and index.get(key) == digest:
+            out[key] = cached[key]
+        else:
+            todo[key] = (run, digest)
+    if todo:
+        fresh = resample_shift_runs({k: r.path for k, (r, _) in todo.items()}, definitions["sets"], maps, b, 0, seed,
+                                    dataset, losses={k: r.loss for k, (r, _) in todo.items()}, progress=progress)
+        out.update(fresh)
+        index.update({k: d for k, (_, d) in todo.items()})
+        if cache is not None and write_cache:
+            arrays = {f"{k}|{m}|{metric}": np.asarray(v, dtype=np.float32) for k, by_map in out.items()
+                      for m, by_metric in by_map.items() for metric, v in by_metric.items()}
+            meta = json.dumps({"definitions": definitions, "sha256": {k: index[k] for k in out},
+                               "computed_with": computed_with()}, sort_keys=True)
+            Path(cache).parent.mkdir(parents=True, exist_ok=True)
+            def write(tmp):
+                with open(tmp, "wb") as fh:               # a file object: savez would add ".npz" to a path
+                    np.savez_compressed(fh, __meta__=np.array(meta), **arrays)
+
+            run_files.write_atomic(cache, write)
+    return out
+
+
+def computed_with() -> dict:
+    """The floating-point kernels this process computes with (:func:`calib._reproducible.kernel_fingerprint`) and
+    torch's thread count: a resample cache records them, since the post-hoc maps fitted again under other kernels
+    move its values in the 4th digit (TS-SB-ECE's objective is not convex), and a check that recomputes it says
+    which tolerance applies (chapter 12)."""
+    import torch
+
+    from calib._reproducible import kernel_fingerprint
+
+    return {"kernels": kernel_fingerprint(), "threads": int(torch.get_num_threads())}
+
+
+def _read_resamples(cache, definitions=None) -> tuple:
+    """The arrays of a resample cache as key -> {map: {metric: float64 array}}, key -> SHA-256, and what it was
+    computed with (:func:`computed_with`); no arrays when its definitions differ from ``definitions`` (when
+    given)."""
+    path = Path(cache)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(str(z["__meta__"]))
+            arrays = {name: z[name].astype(np.float64) for name in z.files if name != "__meta__"}
+    except (OSError, ValueError, KeyError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path} is not a resample cache written by calib.shift.evaluate_shift_resamples ({err}); "
+                         f"delete it and write it again.") from None
+    if definitions is not None and meta.get("definitions") != definitions:
+        return {}, {}, {}
+    out: dict = {}
+    for name, values in arrays.items():
+        key, m, metric = name.rsplit("|", 2)
+        out.setdefault(key, {}).setdefault(m, {})[metric] = values
+    return out, dict(meta.get("sha256", {})), dict(meta.get("computed_with", {}))
 
 
 def evaluate_shift(runs, cache=None, corruptions=None, severities=SEVERITIES, maps=None, metrics=SHIFT_METRICS,
@@ -246,10 +427,25 @@ def evaluate_shift(runs, cache=None, corruptions=None, severities=SEVERITIES, ma
     return ShiftEvaluation(sets, entries, definitions)
 
 
-def read_shift_evaluation(cache) -> "ShiftEvaluation":
+def read_shift_evaluation(cache, resamples=None) -> "ShiftEvaluation":
     """A stored shift evaluation (the ``cache`` of :func:`evaluate_shift`) as it is, without its networks: nothing
     is recomputed, so nothing here checks it against any weights (:func:`evaluate_shift` does, and chapter 12
-    recomputes a run's sets)."""
+    recomputes a run's sets). ``resamples``: the ``cache`` of :func:`evaluate_shift_resamples` for the same
+    networks, read into :attr:`ShiftEvaluation.resamples` (ValueError when one of its runs was resampled from
+    another ``weights.npz`` than the evaluation's)."""
+    evaluation = _read_evaluation(cache)
+    if resamples is not None:
+        arrays, digests, evaluation.resamples_computed_with = _read_resamples(resamples)
+        stale = sorted(k for k in arrays if k not in evaluation.entries
+                       or digests.get(k) != evaluation.entries[k].get("sha256"))
+        if stale:
+            raise ValueError(f"{resamples}: runs {stale[:3]} were resampled from other networks than {cache} "
+                             f"evaluated; write both again (calib.shift.evaluate_shift, evaluate_shift_resamples).")
+        evaluation.resamples = arrays
+    return evaluation
+
+
+def _read_evaluation(cache) -> "ShiftEvaluation":
     path = Path(cache)
     try:
         data = json.loads(path.read_text())
@@ -274,6 +470,11 @@ class ShiftEvaluation:
     sets: list
     entries: dict
     definitions: dict
+    #: Run key -> {map: {metric: (6, B) array}}: the test set's bootstrap of :func:`evaluate_shift_resamples`
+    #: (None when not read).
+    resamples: dict | None = None
+    #: What the resamples were computed with (:func:`computed_with`; empty when not recorded).
+    resamples_computed_with: dict = None
 
     def losses(self) -> list:
         """The loss labels evaluated, in the order first met."""
@@ -312,6 +513,28 @@ class ShiftEvaluation:
         parsed = [_parse_set(name) for name in self.sets]
         cols = [v[:, [i for i, (_, s) in enumerate(parsed) if s == severity]].mean(axis=1) for severity in range(6)]
         return np.stack(cols, axis=1)
+
+    def resampled_by_severity(self, loss: str, map: str, metric: str, seeds=None,
+                              model: str | None = None) -> np.ndarray:
+        """:meth:`by_severity` at every test-set resample (:func:`evaluate_shift_resamples`), shape (seeds, 6, B):
+        the same resamples for every run and map, so differences taken resample by resample stay paired
+        (:func:`calib.stats.resampled_variance`). ``metric`` is one of :data:`RESAMPLED_METRICS`."""
+        if self.resamples is None:
+            raise ValueError("this evaluation was read without its resamples; pass resamples= to "
+                             "read_shift_evaluation (the .npz of evaluate_shift_resamples).")
+        if metric not in RESAMPLED_METRICS:
+            raise ValueError(f"metric={metric!r} was not resampled; choose one of {', '.join(RESAMPLED_METRICS)}.")
+        seeds = self.seeds(loss) if seeds is None else list(seeds)
+        rows = []
+        for s in seeds:
+            entry = self.entry(loss, s, model)
+            key = f"{entry['model']}/{entry['loss']}/seed{entry['seed']}"
+            by_map = self.resamples.get(key)
+            if by_map is None or map not in by_map:
+                raise ValueError(f"run {key} under map {map!r} was not resampled (resampled maps: "
+                                 f"{', '.join(by_map or {}) or 'none'}).")
+            rows.append(by_map[map][metric])
+        return np.stack(rows)
 
     def by_corruption(self, loss: str, map: str, metric: str, severity: int, seeds=None,
                       model: str | None = None) -> tuple[list, np.ndarray]:

@@ -226,6 +226,7 @@ def test_ledger_path_defaults_to_the_repository_build_folder(monkeypatch, tmp_pa
 PAPER_TEXT = """We show that focal loss can be in-
 terpreted as a trade-off between minimising the KL diver-
 gence and increasing the entropy. The ﬁnal layer’s weights
+in **TS<sub>FL</sub>**, if  $\\Psi^\\gamma$  is not applied,  $|S99|$  is lower, using calibrationsensitive procedures
 """
 
 
@@ -236,6 +237,11 @@ gence and increasing the entropy. The ﬁnal layer’s weights
     ("We show that focal loss ... increasing the entropy", True),    # an ellipsis stands for omitted words
     ("increasing the entropy ... We show", False),                  # parts out of order
     ("focal loss can be interpreted as a compromise", False),
+    ("in TS$_{FL}$, if $\\Psi^\\gamma$ is not applied", True),       # the extraction's bold, <sub> and $ around math
+    ("|S99| is lower", True),
+    ("using calibration-sensitive procedures", True),               # a hyphen the extraction dropped
+    ("in TS$^{FL}$, if", False),                                    # a superscript is not a subscript
+    ("if $\\Psi^\\beta$ is not applied", False),
 ])
 def test_quote_in_text(quote, found):
     assert claims.quote_in_text(quote, PAPER_TEXT) is found

@@ -128,6 +128,30 @@ def test_pooled_dataset(tiny_fashion):
         ds.pooled(3)
 
 
+def test_a_long_tailed_copy_keeps_the_exponential_profile_of_cui_et_al():
+    """Dataset.long_tailed: class c keeps floor(n_min * ratio^(-c/(K-1))) of its first samples in the splits asked,
+    the others unchanged; the normalisation follows the new training split; bad arguments are refused."""
+    from calib.data import load_dataset
+
+    ds = load_dataset("digits")
+    lt = ds.long_tailed(10)
+    n_min = np.bincount(ds.y_train, minlength=10).min()
+    assert np.bincount(lt.y_train, minlength=10).tolist() == [int(np.floor(n_min * 10 ** (-c / 9))) for c in
+                                                             range(10)]
+    assert np.bincount(lt.y_train)[0] / np.bincount(lt.y_train)[9] == pytest.approx(10, rel=0.1)
+    assert np.array_equal(lt.y_test, ds.y_test) and lt.x_val.shape[0] < ds.x_val.shape[0]
+    first_nines = np.flatnonzero(ds.y_train == 9)[:np.bincount(lt.y_train)[9]]
+    assert np.array_equal(lt.x_train[lt.y_train == 9], ds.x_train[first_nines])      # the first of each class
+    assert not np.allclose(lt.mean, ds.mean)
+    assert ds.long_tailed(1).y_train.size == 10 * n_min                          # ratio 1: balanced at n_min
+    both = ds.long_tailed(10, splits=("train", "val", "test"))
+    assert np.bincount(both.y_test)[0] > np.bincount(both.y_test)[9]
+    with pytest.raises(ValueError, match="ratio must be a finite number >= 1"):
+        ds.long_tailed(0.5)
+    with pytest.raises(ValueError, match="splits must name some of 'train', 'val', 'test'"):
+        ds.long_tailed(10, splits=("training",))
+
+
 torch.set_num_threads(1)
 
 

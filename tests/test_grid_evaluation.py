@@ -67,13 +67,13 @@ def test_fitted_map_gives_back_the_stored_test_metrics():
 
 
 def test_statistic_of_karandikar_ece_resamples_confidences_and_outcomes():
-    # the equal-mass l2 ECE reads only each sample's confidence and outcome, so its resamples take those (N, 2)
-    # rows, as the AdaECE's do, not the (N, K) probabilities with the label (twice as slow for K = 10)
+    # the equal-mass l2 ECE reads only each sample's confidence and outcome, sorted once: every resample's bins are
+    # cut from cumulative sums (calib.metrics.EqualMassStatistic), not by sorting the (N, K) probabilities again
     rng = np.random.default_rng(0)
     probs = rng.dirichlet(np.ones(10) * 0.3, size=600)
     labels = rng.integers(0, 10, 600)
     stat = statistic(probs, labels, "ece_em_l2")
-    assert stat.rows.shape == (600, 2)
+    assert isinstance(stat, metrics.EqualMassStatistic) and stat.norm == "l2"
     assert stat.value == pytest.approx(metrics.get_metric("ece_em_l2")(probs, labels), abs=1e-15)
     counts = bootstrap_counts(600, 50, seed=1)[:3]
     index = np.arange(600)

@@ -204,6 +204,82 @@ def test_a_stored_shift_evaluation_is_used_only_for_the_weights_it_was_computed_
     assert calls[-1] == ["mlp-16/ce/seed0", "mlp-16/fl-3/seed0"]
 
 
+def test_the_test_sets_resamples_are_shared_by_every_run_and_map_and_averaged_per_severity(tiny_runs, digits_uint8,
+                                                                                           monkeypatch, tmp_path):
+    """calib.shift.resample_shift_runs: each run's equal-mass l2 ECE and over-confidence at the same bootstrap
+    resamples of the test images under every map and set, averaged per severity like by_severity; the .npz cache of
+    evaluate_shift_resamples is keyed by the weights and refused by read_shift_evaluation for other networks."""
+    from calib import shift
+    from calib.corruptions import corrupt_images
+    from calib.experiments import StoredRun
+    from calib.metrics import EqualMassStatistic, top_label_outcomes
+    from calib.posthoc import get_map
+    from calib.stats import bootstrap_counts
+    from calib.train import load_network, network_logits
+
+    store, paths = tiny_runs
+    sets = ["clean", "fog/2", "contrast/2", "fog/4"]
+    out = shift.resample_shift_runs({"fl": paths["fl-3"]}, sets, maps=["none", "ts-nll"], n_resamples=60,
+                                    resample_seed=5, seed=3, dataset=digits_uint8, losses={"fl": "fl-3"})
+    ece, over = out["fl"]["ts-nll"]["ece_em_l2"], out["fl"]["ts-nll"]["overconfidence"]
+    assert ece.shape == over.shape == (6, 60)
+    assert np.isnan(ece[[1, 3, 5]]).all() and np.isfinite(ece[[0, 2, 4]]).all()   # severities 1, 3, 5 not asked
+    # by hand: severity 2 is the mean over fog and contrast of the ECE at the same resamples
+    model, ds = load_network(paths["fl-3"], dataset=digits_uint8)
+    fitted = get_map("ts-nll")(network_logits(model, ds.x_val, ds), ds.y_val)
+    counts = bootstrap_counts(ds.y_test.size, 60, 5)
+    by_hand = []
+    for kind in ("fog", "contrast"):
+        o = top_label_outcomes(fitted.proba(network_logits(model, corrupt_images(ds.x_test, kind, 2, seed=3), ds)),
+                               ds.y_test)
+        by_hand.append(EqualMassStatistic(o[:, 0], o[:, 1], 15, "l2").resampled(counts))
+    assert np.allclose(ece[2], np.mean(by_hand, axis=0), rtol=1e-12, atol=0)
+    o = top_label_outcomes(fitted.proba(network_logits(model, ds.x_test, ds)), ds.y_test)
+    assert np.allclose(over[0], counts @ (o[:, 0] - o[:, 1]) / ds.y_test.size, rtol=1e-12, atol=1e-15)
+
+    stored = [StoredRun("mlp-16", loss, 0, path, {}) for loss, path in paths.items()]
+    kwargs = dict(corruptions=["brightness"], severities=(1,), maps=["none", "ts-nll"], n_resamples=50,
+                  dataset=digits_uint8)
+    first = shift.evaluate_shift_resamples(stored, cache=tmp_path / "rs.npz", **kwargs)
+    assert set(first) == {"mlp-16/ce/seed0", "mlp-16/fl-3/seed0"}
+    monkeypatch.setattr(shift, "resample_shift_runs", lambda *a, **k: pytest.fail("the cache was not used"))
+    again = shift.evaluate_shift_resamples(stored, cache=tmp_path / "rs.npz", **kwargs)
+    assert np.array_equal(again["mlp-16/ce/seed0"]["none"]["ece_em_l2"],
+                          first["mlp-16/ce/seed0"]["none"]["ece_em_l2"].astype(np.float32), equal_nan=True)
+    evaluation = shift.evaluate_shift(stored, cache=tmp_path / "shift.json", corruptions=["brightness"],
+                                      severities=(1,), maps=["none", "ts-nll"], metrics=["ece_em_l2"],
+                                      dataset=digits_uint8)
+    read = shift.read_shift_evaluation(tmp_path / "shift.json", resamples=tmp_path / "rs.npz")
+    assert read.resampled_by_severity("ce", "ts-nll", "ece_em_l2").shape == (1, 6, 50)
+    with pytest.raises(ValueError, match="was not resampled; choose one of ece_em_l2, overconfidence"):
+        read.resampled_by_severity("ce", "ts-nll", "accuracy")
+    with pytest.raises(ValueError, match="read without its resamples"):
+        evaluation.resampled_by_severity("ce", "ts-nll", "ece_em_l2")
+    data = json.loads((tmp_path / "shift.json").read_text())
+    data["runs"]["mlp-16/ce/seed0"]["sha256"] = "0" * 64                   # as if evaluated from another network
+    (tmp_path / "shift.json").write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=r"runs \['mlp-16/ce/seed0'\] were resampled from other networks"):
+        shift.read_shift_evaluation(tmp_path / "shift.json", resamples=tmp_path / "rs.npz")
+
+
+def test_a_runs_logits_may_keep_one_split_and_the_store_still_reads_it(tmp_path):
+    from calib.runs import stored_splits
+
+    rng = np.random.default_rng(0)
+    arrays = {"test_logits": rng.normal(size=(5, 3)).astype(np.float32), "test_labels": np.array([0, 1, 2, 0, 1])}
+    np.savez_compressed(tmp_path / "t.npz", **arrays)
+    assert stored_splits(tmp_path / "t.npz") == ("test",)
+    assert set(read_logits(tmp_path / "t.npz", splits=("test",))) == set(arrays)
+    with pytest.raises(CorruptRunError, match="no val_logits"):
+        read_logits(tmp_path / "t.npz")
+    np.savez_compressed(tmp_path / "bad.npz", test_logits=arrays["test_logits"])
+    with pytest.raises(CorruptRunError, match="bad.npz is damaged \\(no logits and labels of a split\\)"):
+        stored_splits(tmp_path / "bad.npz")
+    (tmp_path / "text.npz").write_text("not an archive")
+    with pytest.raises(CorruptRunError, match="text.npz is damaged"):
+        stored_splits(tmp_path / "text.npz")
+
+
 def test_values_by_severity_average_the_corruption_types():
     from calib.shift import ShiftEvaluation, shift_sets
 

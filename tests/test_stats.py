@@ -468,6 +468,50 @@ def test_statistics_give_the_metrics_and_resample_them():
         stats.seed_test_interval([metrics.statistic(probs, labels)], [metrics.statistic(probs[:10], labels[:10])])
 
 
+@pytest.mark.parametrize("n, n_bins, tied", [(600, 15, False), (600, 15, True), (10, 15, True), (97, 4, False)])
+@pytest.mark.parametrize("norm", ["l1", "l2"])
+def test_equal_mass_resamples_are_the_ece_of_the_resampled_rows(n, n_bins, tied, norm):
+    """calib.metrics.EqualMassStatistic cuts every resample's equal-mass bins from one sort; each resample gives the
+    ECE of its rows (each repeated as often as drawn), ties (confidences of exactly 1, rounded ones) and fewer
+    samples than bins included."""
+    from calib import metrics
+
+    rng = np.random.default_rng(n + n_bins)
+    conf = rng.uniform(0.2, 1.0, n)
+    if tied:
+        conf = np.round(conf, 1)
+        conf[rng.random(n) < 0.3] = 1.0
+    correct = (rng.random(n) < conf).astype(float)
+    stat = metrics.EqualMassStatistic(conf, correct, n_bins, norm)
+    ece = lambda c, y: metrics.top_label_ece(c, y > 0, n_bins, "quantile", norm)   # noqa: E731
+    assert stat.value == pytest.approx(ece(conf, correct), rel=1e-12, abs=1e-15)
+    counts = stats.bootstrap_counts(n, 50, seed=1)
+    index = np.arange(n)
+    expected = [ece(conf[np.repeat(index, c.astype(int))], correct[np.repeat(index, c.astype(int))]) for c in counts]
+    assert np.allclose(stat.resampled(counts), expected, rtol=1e-12, atol=1e-15)
+    with pytest.raises(ValueError, match="the same number"):
+        stat.resampled(np.vstack([np.ones(n), np.r_[2.0, np.ones(n - 1)]]))
+    with pytest.raises(ValueError, match=f"counts must be \\(B, {n}\\)"):
+        stat.resampled(np.ones((2, n + 1)))
+
+
+def test_resampled_variance_is_the_sampling_variance_of_values_computed_elsewhere():
+    from calib import metrics
+
+    rng = np.random.default_rng(2)
+    labels = rng.integers(0, 4, 500)
+    seeds = [scipy_stats.dirichlet.rvs(np.ones(4), size=500, random_state=s) for s in range(3)]
+    stat = [metrics.statistic(p, labels, "ece_em_l2") for p in seeds]
+    counts = stats.bootstrap_counts(500, 80, seed=0)
+    replicates = np.stack([s.resampled(counts) for s in stat])
+    assert stats.resampled_variance(replicates) == pytest.approx(stats.sampling_variance(stat, n_resamples=80),
+                                                                 rel=1e-12)
+    with pytest.raises(ValueError, match="at least 50 resamples"):
+        stats.resampled_variance(replicates[:, :10])
+    with pytest.raises(ValueError, match="NaN"):
+        stats.resampled_variance(np.full((2, 60), np.nan))
+
+
 def test_power_lines_account_for_the_sd_estimated_from_few_seeds():
     """Issue 41, item 4: an SD from 5 seeds has 4 degrees of freedom; its 80 % upper bound is 1.56 times the
     estimate (sqrt(4 / chi2_0.2(4))), and the power line reports what the seeds detect at it too."""

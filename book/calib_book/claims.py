@@ -414,23 +414,27 @@ _FOLD = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"
 def _normalise(text: str) -> str:
     text = text.translate(_FOLD)
     text = re.sub(r"(\w)-\s*\n\s*(\w)", r"\1\2", text)          # hyphenation at a line end
+    text = re.sub(r"<su([bp])>(.*?)</su[bp]>", lambda m: ("_{" if m[1] == "b" else "^{") + m[2] + "}", text)
+    text = text.replace("**", "").replace("$", "")                  # the extraction's bold and math delimiters
     return " ".join(text.split())
 
 
+def _without_inner_hyphens(text: str) -> str:
+    return re.sub(r"(\w)- ?(\w)", r"\1\2", text)
+
+
 def quote_in_text(quote: str, text: str) -> bool:
-    """Whether ``quote`` occurs in ``text`` (a paper's extracted text), up to whitespace, hyphenation at line ends,
-    typographic quotes and ligatures. An ellipsis (``...`` or ``…``) in the quote stands for omitted words: the
-    parts must occur in order."""
-    body = _normalise(text)
-    parts = [_normalise(p) for p in re.split(r"\.\.\.|\u2026", quote)]
+    """Whether ``quote`` occurs in ``text`` (a paper's extracted text), up to whitespace, hyphens inside a word
+    (the extraction keeps or drops them at line ends: "calibrationsensitive"), typographic quotes, ligatures, and the
+    extraction's markup: ``$...$`` around math, ``**`` for bold, ``<sub>``/``<sup>`` for the quote's ``_{}``/``^{}``.
+    An ellipsis (``...`` or ``…``) in the quote stands for omitted words: the parts must occur in order."""
+    body = _without_inner_hyphens(_normalise(text))
+    parts = [_without_inner_hyphens(_normalise(p)) for p in re.split(r"\.\.\.|\u2026", quote)]
     pos = 0
     for part in (p for p in parts if p):
         found = body.find(part, pos)
         if found < 0:
-            unhyphenated = body.find(part.replace("- ", ""), pos)
-            if unhyphenated < 0:
-                return False
-            found = unhyphenated
+            return False
         pos = found + 1
     return True
 

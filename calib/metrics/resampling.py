@@ -6,6 +6,10 @@ error, NLL, Brier, mean confidence, equal-width top-label ECE: one matrix produc
 a :class:`~calib.stats.test_set.ResampledStatistic` otherwise (equal-mass ECE, whose bins move with the resample;
 class-wise ECE; any metric of the registry). Its ``value`` is the metric of :mod:`calib.metrics` on the whole test
 set (to rounding: sums in another order).
+
+The equal-mass top-label ECEs (AdaECE, l1; Karandikar et al.'s l2) are :class:`EqualMassStatistic`: their bins move
+with the resample, yet the samples' order by confidence does not, so one sort serves every resample and the bins of
+all of them are cut from cumulative sums at once, exactly as :func:`calib.metrics.ece` cuts the resampled rows.
 """
 
 from __future__ import annotations
@@ -13,13 +17,13 @@ from __future__ import annotations
 import numpy as np
 
 from calib._validate import as_probs_labels, check_int
-from calib.metrics._binning import uniform_bin, uniform_edges
+from calib.metrics._binning import quantile_sizes, uniform_bin, uniform_edges
 from calib.metrics.binned import top_label_ece, top_label_outcomes
 from calib.metrics.registry import get_metric, metric_names
 from calib.metrics.scores import label_log_probability
 from calib.stats.test_set import AdditiveStatistic, ResampledStatistic
 
-__all__ = ["statistic", "ADDITIVE_METRICS"]
+__all__ = ["statistic", "EqualMassStatistic", "ADDITIVE_METRICS"]
 
 #: The metrics :func:`statistic` gives as sums over the samples (the others are recomputed resample by resample).
 ADDITIVE_METRICS = ("accuracy", "error", "nll", "brier", "mean_confidence", "ece")
@@ -28,6 +32,98 @@ ADDITIVE_METRICS = ("accuracy", "error", "nll", "brier", "mean_confidence", "ece
 #: The binned top-label metrics of the registry whose resamples read only each sample's confidence and outcome (the
 #: (N, 2) rows of :func:`calib.metrics.top_label_outcomes`, not the (N, K) probabilities): name -> (binning, norm).
 _TOP_LABEL_BINNED = {"adaece": ("quantile", "l1"), "mce": ("uniform", "max"), "ece_em_l2": ("quantile", "l2")}
+
+
+_BLOCK = 64        # groups of sorted samples summed at once by EqualMassStatistic.resampled
+
+
+class EqualMassStatistic:
+    """The equal-mass top-label ECE (``norm`` "l1": AdaECE, Nguyen & O'Connor 2015, Mukhoti et al. 2020 Sec. 5;
+    "l2": Karandikar et al. 2021, Sec. 5.1) of confidences ``conf`` and outcomes ``correct`` (N,), as a statistic
+    of the test samples whose resamples are evaluated all at once.
+
+    A resample with counts :math:`w_i` is the sorted confidences with sample i repeated :math:`w_i` times; its
+    bins are the ``np.array_split`` parts of those N positions and ties keep their mean outcome, as
+    :func:`calib.metrics.top_label_ece` bins the repeated rows. The order by confidence is that of the whole set,
+    so with cumulative sums :math:`S(p)` of the confidences and outcomes over the first p positions (linear inside
+    a sample's run of copies), bin b's sums are :math:`S(e_b) - S(e_{b-1})` at its ends :math:`e_b`, read from
+    sums over blocks of 64 sorted samples and the one block each end falls in.
+    """
+
+    def __init__(self, conf, correct, n_bins: int = 15, norm: str = "l2"):
+        if norm not in ("l1", "l2"):
+            raise ValueError(f"norm must be 'l1' or 'l2'; got {norm!r}.")
+        conf = np.asarray(conf, dtype=np.float64) + 0.0
+        correct = np.asarray(correct, dtype=np.float64)
+        if conf.ndim != 1 or correct.shape != conf.shape or conf.size < 2:
+            raise ValueError(f"conf and correct must be 1-D of one length >= 2; got shapes {conf.shape} and "
+                             f"{correct.shape}.")
+        order = np.argsort(conf, kind="stable")
+        self._x, self._y, self._order = conf[order], correct[order], order
+        new = np.empty(conf.size, dtype=bool)
+        new[0] = True
+        np.not_equal(self._x[1:], self._x[:-1], out=new[1:])
+        self._tie_starts = np.flatnonzero(new)                    # the runs of equal confidences
+        self._tie_of = np.cumsum(new) - 1
+        self.n_bins = check_int(n_bins, "n_bins", minimum=1)
+        self.norm = norm
+
+    @property
+    def n(self) -> int:
+        """The number of test samples."""
+        return int(self._x.size)
+
+    @property
+    def value(self) -> float:
+        """The metric on the whole test set."""
+        return float(self.resampled(np.ones((1, self.n)))[0])
+
+    def resampled(self, counts: np.ndarray) -> np.ndarray:
+        """The metric at each row of ``counts`` (B, N), every row at once."""
+        counts = np.asarray(counts)
+        if counts.ndim != 2 or counts.shape[1] != self.n:
+            raise ValueError(f"counts must be (B, {self.n}); got shape {counts.shape}.")
+        total = counts.sum(axis=1, dtype=np.float64)
+        if not np.all(total == total[0]) or total[0] < 1:
+            raise ValueError("every row of counts must draw the same number (>= 1) of samples.")
+        b, g, size = counts.shape[0], self._tie_starts.size, _BLOCK
+        k = -(-g // size)
+        w, hits = np.zeros((b, k * size)), np.zeros((b, k * size))          # groups sorted by confidence, padded
+        x = np.ones(k * size)
+        x[:g] = self._x[self._tie_starts]
+        sorted_counts = counts[:, self._order]                              # float32 counts: exact, half the bytes
+        if g < self.n:                                                      # ties: a run of copies per tie
+            w[:, :g] = np.add.reduceat(sorted_counts.astype(np.float64), self._tie_starts, axis=1)
+            hits[:, :g] = np.add.reduceat(sorted_counts * self._y, self._tie_starts, axis=1)
+        else:
+            w[:, :g] = sorted_counts
+            np.multiply(sorted_counts, self._y, out=hits[:, :g])
+        blocks = [np.concatenate([np.zeros((b, 1)), np.cumsum(a.reshape(b, k, size).sum(axis=2), axis=1)], axis=1)
+                  for a in (w, w * x, hits)]                                 # sums before each block, (B, k + 1)
+        sizes = quantile_sizes(int(round(float(total[0]))), self.n_bins)
+        ends = np.cumsum(sizes)[:-1].astype(np.float64)                      # inner bin ends, as positions
+        rows = np.arange(b)[:, None]
+        # the block holding each end's position: the last block whose start lies before it
+        blk = np.minimum((blocks[0][:, None, 1:] < ends[None, :, None]).sum(axis=2), k - 1)   # (B, M - 1)
+        cols = blk[:, :, None] * size + np.arange(size)                      # (B, M - 1, size)
+        wi = w[rows[:, :, None], cols]
+        inside = ends[None, :, None] - blocks[0][rows, blk][:, :, None]      # positions still to cover in the block
+        cum = np.cumsum(wi, axis=2)
+        before = cum - wi                                                     # copies before each group in the block
+        part = np.clip(inside - before, 0.0, wi)                             # copies of each group before the end
+        share = np.divide(hits[rows[:, :, None], cols], wi, out=np.zeros_like(wi), where=wi > 0)
+        conf_end = blocks[1][rows, blk] + (part * x[cols]).sum(axis=2)
+        hit_end = blocks[2][rows, blk] + (part * share).sum(axis=2)
+        conf_all, hit_all = blocks[1][:, -1:], blocks[2][:, -1:]
+        zero = np.zeros((b, 1))
+        conf_sum = np.diff(np.concatenate([zero, conf_end, conf_all], axis=1), axis=1)
+        hit_sum = np.diff(np.concatenate([zero, hit_end, hit_all], axis=1), axis=1)
+        diff = hit_sum - conf_sum                                             # n_b (A_b - C_b)
+        total = total.astype(np.float64)
+        if self.norm == "l1":
+            return np.abs(diff).sum(axis=1) / total
+        full = sizes > 0
+        return np.sqrt((diff[:, full] ** 2 / sizes[full]).sum(axis=1) / total)
 
 
 def _mean_of_column(sums: np.ndarray, total: np.ndarray) -> np.ndarray:
@@ -80,6 +176,8 @@ def statistic(probs, labels, metric: str = "ece", n_bins: int = 15):
         onehot[np.arange(conf.size), bins] = 1.0
         return AdditiveStatistic(np.hstack([onehot * conf[:, None], onehot * correct[:, None]]),
                                  _ece_from_bins(n_bins))
+    if metric in ("adaece", "ece_em_l2"):
+        return EqualMassStatistic(conf, correct, n_bins, _TOP_LABEL_BINNED[metric][1])
     if metric in _TOP_LABEL_BINNED:
         binning, norm = _TOP_LABEL_BINNED[metric]
         return ResampledStatistic(outcomes, lambda rows: top_label_ece(rows[:, 0], rows[:, 1] > 0, n_bins, binning,

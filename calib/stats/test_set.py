@@ -33,7 +33,7 @@ import numpy as np
 from calib.stats.intervals import Interval, check_level, seed_interval
 
 __all__ = ["AdditiveStatistic", "ResampledStatistic", "bootstrap_counts", "sampling_variance", "seed_test_interval",
-           "N_RESAMPLES"]
+           "resampled_variance", "N_RESAMPLES"]
 
 #: Test-set resamples behind a variance. The variance's own relative error is about sqrt(2 / 400) = 7 %, which moves
 #: an interval's half-width by about 2 % when the two variances are equal.
@@ -169,3 +169,17 @@ def seed_test_interval(a: Sequence, b: Sequence | None = None, level: float = 0.
     method = ("paired " if b is not None else "") + f"t-interval over seeds and test samples ({int(n_resamples)} " \
                                                     "test-set resamples)"
     return Interval(out.estimate, out.low, out.high, out.level, out.n, method, out.se, out.df)
+
+
+def resampled_variance(replicates) -> float:
+    """The test set's sampling variance of a mean over seeds, from the statistic's values at shared resamples:
+    ``replicates`` (seeds, B) holds each seed's value (or paired difference) at each of the same B resamples of the
+    test set (as :func:`calib.shift.evaluate_shift_resamples` stores them), and the variance over the resamples of
+    their mean over seeds is returned: the ``test_variance`` of :func:`calib.stats.seed_interval` and
+    :func:`calib.stats.paired_seed_interval`. It is :func:`sampling_variance` for values computed elsewhere."""
+    r = np.asarray(replicates, dtype=np.float64)
+    if r.ndim != 2 or r.shape[0] < 1 or r.shape[1] < 50:
+        raise ValueError(f"replicates must be (seeds, resamples) with at least 50 resamples; got shape {r.shape}.")
+    if not np.all(np.isfinite(r)):
+        raise ValueError("replicates hold NaN or infinite values; a severity that was not evaluated has none.")
+    return float(np.var(r.mean(axis=0), ddof=1))
