@@ -101,6 +101,16 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def _keyed_runs(runs):
+    """(key, run, SHA-256 of its weights.npz) of each stored run; FileNotFoundError naming a run without weights."""
+    for run in runs:
+        weights = Path(run.path) / run_files.WEIGHTS
+        if not weights.is_file():
+            raise FileNotFoundError(f"{run.path} has no {run_files.WEIGHTS}: it was trained without weights; retrain "
+                                    f"it (its grid's weights = \"float16\") to score it under shift.")
+        yield f"{run.model}/{run.loss}/seed{run.seed}", run, _sha256(weights)
+
+
 def _score(fitted, logits, labels, metrics) -> dict:
     probs, log_probs = fitted.proba(logits), fitted.log_proba(logits)
     out = {}
@@ -317,13 +327,7 @@ def evaluate_shift_resamples(runs, cache=None, corruptions=None, severities=SEVE
     if cache is not None and Path(cache).is_file():
         cached, index, _ = _read_resamples(cache, definitions)
     out, todo = {}, {}
-    for run in runs:
-        key = f"{run.model}/{run.loss}/seed{run.seed}"
-        weights = Path(run.path) / run_files.WEIGHTS
-        if not weights.is_file():
-            raise FileNotFoundError(f"{run.path} has no {run_files.WEIGHTS}: it was trained without weights; retrain "
-                                    f"it (its grid's weights = \"float16\") to score it under shift.")
-        digest = _sha256(weights)
+    for key, run, digest in _keyed_runs(runs):
         if key in cached and index.get(key) == digest:
             out[key] = cached[key]
         else:
@@ -399,13 +403,7 @@ def evaluate_shift(runs, cache=None, corruptions=None, severities=SEVERITIES, ma
         if isinstance(data, dict) and data.get("definitions") == definitions:
             cached = data.get("runs", {})
     entries, todo = {}, {}
-    for run in runs:
-        key = f"{run.model}/{run.loss}/seed{run.seed}"
-        weights = Path(run.path) / run_files.WEIGHTS
-        if not weights.is_file():
-            raise FileNotFoundError(f"{run.path} has no {run_files.WEIGHTS}: it was trained without weights; retrain "
-                                    f"it (its grid's weights = \"float16\") to score it under shift.")
-        digest = _sha256(weights)
+    for key, run, digest in _keyed_runs(runs):
         entry = cached.get(key)
         if isinstance(entry, dict) and entry.get("sha256") == digest:
             entries[key] = entry
