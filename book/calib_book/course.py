@@ -53,9 +53,11 @@ __all__ = ["KeyPart", "key_parts", "answer_variable", "public_spec", "test_file"
 #: own modules are copied), the checker that imports it, this builder and the leak scan, which do too.
 STUDENT_SKIPS = ("answers", "exercises.py", "course.py", "leaks.py")
 
-#: The packages a chapter's notebook needs beside torch (the student's and the autograder's environment alike).
+#: The packages a chapter's notebook needs beside torch (the student's and the autograder's environment alike);
+#: scikit-learn ships the digits that chapter 08's training exercises load (without it their cells raised
+#: ImportError in the autograder's environment and a right submission scored 13 of 19: issue 46).
 _PACKAGES = ["numpy>=1.24", "scipy>=1.10", "sympy>=1.12", "mpmath", "matplotlib>=3.7", "tqdm>=4.65", "pillow>=9",
-             "pyyaml>=6.0", "myst-nb>=1.1", "ipykernel>=6.29"]
+             "pyyaml>=6.0", "myst-nb>=1.1", "ipykernel>=6.29", "scikit-learn>=1.8"]
 
 
 def _torch_requirement() -> str:

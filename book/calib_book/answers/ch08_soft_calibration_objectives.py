@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 
-from calib_book.answers.common import OneTorchThread
+from calib_book.answers.common import OneTorchThread, as_in_the_notebook
 from calib_book.answers.registry import VERDICTS, Expected, choice, interval_claim, register, verdict_claim, verdict_of
 
 
@@ -46,7 +46,12 @@ register("ch08-ex-temperature", "08-soft-calibration-objectives",
 def _ch08_digits_probs(beta, seeds, steps=120):
     """The test probabilities, per seed, of the small networks of ch08-ex-sbece-train and ch08-ex-beta: an MLP
     64-32-10 on the standardised digits data, full-batch Adam (lr 1e-2) on NLL + beta SB-ECE, ``steps`` steps, one
-    torch thread (:class:`OneTorchThread`)."""
+    torch thread (:class:`OneTorchThread`), under the notebook's torch kernels (:func:`as_in_the_notebook`)."""
+    return as_in_the_notebook(_train_digits_probs, beta, seeds, steps)
+
+
+def _train_digits_probs(beta, seeds, steps):
+    """:func:`_ch08_digits_probs`, in this process."""
     import numpy as np
     import torch
 
