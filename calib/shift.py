@@ -352,7 +352,7 @@ def evaluate_shift_resamples(runs, cache=None, corruptions=None, severities=SEVE
 
 
 def computed_with() -> dict:
-    """The floating-point kernels this process computes with (:func:`calib._reproducible.kernel_fingerprint`) and
+    """The floating-point kernels this process computes with (``calib._reproducible.kernel_fingerprint()``) and
     torch's thread count: a resample cache records them, since the post-hoc maps fitted again under other kernels
     move its values in the 4th digit (TS-SB-ECE's objective is not convex), and a check that recomputes it says
     which tolerance applies (chapter 12)."""
@@ -468,8 +468,8 @@ class ShiftEvaluation:
     sets: list
     entries: dict
     definitions: dict
-    #: Run key -> {map: {metric: (6, B) array}}: the test set's bootstrap of :func:`evaluate_shift_resamples`
-    #: (None when not read).
+    #: The test set's bootstrap of :func:`evaluate_shift_resamples`, by run key, map and metric, each a (6, B)
+    #: array; None when not read.
     resamples: dict | None = None
     #: What the resamples were computed with (:func:`computed_with`; empty when not recorded).
     resamples_computed_with: dict = None

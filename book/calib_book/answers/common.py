@@ -25,7 +25,7 @@ def benchmark_runs():
 
 def as_in_the_notebook(function, *args):
     """``function(*args)`` computed in a fresh Python process whose torch kernels are pinned as the course's
-    notebooks pin them (:func:`calib._reproducible.pin_cpu_kernels` before torch is imported; the notebook's first
+    notebooks pin them (``calib._reproducible.pin_cpu_kernels()`` before torch is imported; the notebook's first
     cell does the same), its result returned through pickle. ``function`` is a module-level function of the key.
 
     A key part that trains a network must get the floats a right submission gets: the process that builds the key
