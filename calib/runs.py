@@ -148,9 +148,9 @@ class Run:
         return np.asarray(out, dtype=np.float64)
 
     def logits(self) -> dict:
-        """``val_logits``, ``val_labels``, ``test_logits``, ``test_labels`` (numpy arrays), checked
-        (:func:`read_logits`)."""
-        return read_logits(self.out / LOGITS)
+        """``val_logits``, ``val_labels``, ``test_logits``, ``test_labels`` (numpy arrays) of the splits the run
+        keeps (:func:`stored_splits`), checked (:func:`read_logits`)."""
+        return read_logits(self.out / LOGITS, splits=stored_splits(self.out / LOGITS))
 
 
 def load_run(out) -> Run:
@@ -688,7 +688,8 @@ class RunFolder:
                                  f"directory.")
         if meta.get("finished"):
             if (self.out / LOGITS).is_file():
-                read_logits(self.out / LOGITS)          # a finished run is done only with whole logits
+                path = self.out / LOGITS                # a finished run is done only with whole logits
+                read_logits(path, splits=stored_splits(path))
             return "done"
         if not resume:
             raise RunConfigError(f"{self.out} holds an unfinished run of this configuration; pass --resume "

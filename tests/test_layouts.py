@@ -234,6 +234,8 @@ def _statistic(stat):
     calls the metric on rows of its data, compared already, 50 times)."""
     if hasattr(stat, "columns"):
         return stat.value, stat.columns, stat.resampled(bootstrap_counts(stat.n, 50, seed=1))
+    if isinstance(stat, M.EqualMassStatistic):                # its bins are cut from the counts, no rows
+        return stat.value, stat.resampled(bootstrap_counts(stat.n, 50, seed=1))
     return stat.value, stat.rows
 
 
@@ -281,7 +283,7 @@ CASES = [
                                               M.aurc(probs, labels, scores, loss),
                                               M.risk_coverage_curve(probs, labels),
                                               M.risk_coverage_curve(probs, labels, scores, loss)]),
-    Case("metrics", ("statistic", "ADDITIVE_METRICS"),
+    Case("metrics", ("statistic", "ADDITIVE_METRICS", "EqualMassStatistic"),
          lambda probs, labels: [_statistic(M.statistic(probs, labels, name, 5))
                                 for name in (*M.ADDITIVE_METRICS, *M.metric_names())]),
     Case("metrics", ("REGISTRY", "get_metric", "MetricSpec"),

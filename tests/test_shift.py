@@ -362,12 +362,12 @@ def test_a_stored_shift_run_retrains_and_keeps_the_network_of_its_logits(tmp_pat
 
     model, ds = load_network(stored.out)
     z16 = network_logits(model, ds.x_test, ds)
-    z32 = read_logits(stored.out / runs.LOGITS)["test_logits"]
+    z32 = read_logits(stored.out / runs.LOGITS, splits=("test",))["test_logits"]
     assert 0 < np.abs(z16 - z32).max() < 0.05 and np.mean(z16.argmax(1) != z32.argmax(1)) <= 0.005
     chapter10 = load_run(ROOT / "book" / "results" / "10-benchmark" / "regime" / MODEL / "ce" / "seed0")
     assert chapter10.config == stored.config
     if kernels_match(chapter10.meta)["torch"] and kernels["torch"]:      # both trained under this machine's kernels
-        assert np.array_equal(read_logits(chapter10.out / runs.LOGITS)["test_logits"], z32)
+        assert np.array_equal(read_logits(chapter10.out / runs.LOGITS, splits=("test",))["test_logits"], z32)
 
 
 def test_the_command_keeps_the_weights_and_refuses_a_shift_evaluation_without_them(tmp_path, capsys):

@@ -123,8 +123,12 @@ def key_needles(root: Path) -> tuple[list[Needle], dict[str, int]]:
                 if len(line.strip()) >= MIN_LINE:
                     solution_lines[line.strip()] = path.stem
         public_text += source
-    library = "".join(p.read_text(encoding="utf-8") for p in sorted((root / "calib").rglob("*.py")))
-    # a line the public library holds tells nothing (an import, a call a solution shares with the library)
+    key = root / "book" / "calib_book" / "answers"         # the key's package: every module of it
+    shipped = [*(root / "calib").rglob("*.py"),
+               *(p for p in (root / "book" / "calib_book").rglob("*.py") if key not in p.parents)]
+    library = "".join(p.read_text(encoding="utf-8") for p in sorted(shipped))
+    # a line the public library (calib, and the book's helpers a student's bundle carries) holds tells nothing:
+    # an import, a call a solution shares with the library
     needles = [Needle("solution", line, chapter) for line, chapter in solution_lines.items()
                if line not in public_text and line not in library]
     parts = key_parts()
@@ -132,7 +136,6 @@ def key_needles(root: Path) -> tuple[list[Needle], dict[str, int]]:
     public_text += "".join(inspect.getsource(p.spec.accept) for p in parts if p.rule == "construction")
     # the grading rule is public too: every course test file carries calib_book/course_check.py, which holds no key
     public_text += (root / "book" / "calib_book" / "course_check.py").read_text(encoding="utf-8")
-    key = root / "book" / "calib_book" / "answers"         # the key's package: every module of it
     for module in sorted(key.rglob("*.py")):
         needles += [Needle("key", line.strip(), f"answers/{module.relative_to(key).as_posix()}")
                     for line in module.read_text(encoding="utf-8").splitlines()
