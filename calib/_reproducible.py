@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import cast
 
 #: The environment variables that cap the instruction set of torch's own kernels, MKL's BLAS and oneDNN.
 CPU_ISA_VARIABLES = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
@@ -83,7 +84,7 @@ def kernel_fingerprint() -> dict:
     return dict(_FINGERPRINT)
 
 
-_FINGERPRINT = None
+_FINGERPRINT: dict[str, object] | None = None
 
 
 def _digest(arrays) -> str:
@@ -117,7 +118,7 @@ def _torch_fingerprint() -> str:
         loss = loss + torch.nn.functional.conv2d(image, k, padding=1).square().mean()
         loss.backward()
         with torch.no_grad():
-            stepped = [w - 0.1 * w.grad for w in weights]
+            stepped = [w - 0.1 * cast(torch.Tensor, w.grad) for w in weights]   # set by backward() above
         return _digest([loss.detach().numpy(), *(w.numpy() for w in stepped)])
     finally:
         torch.set_num_threads(threads)

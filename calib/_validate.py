@@ -15,6 +15,7 @@ from __future__ import annotations
 import numbers
 import os
 import sys
+from typing import cast
 
 import numpy as np
 
@@ -238,7 +239,7 @@ def check_int(value, name: str, minimum: int = 1) -> int:
 
 def check_positive(value, name: str, *, allow_zero: bool = False) -> float:
     """Return ``value`` as a float, raising unless it is finite and > 0 (or >= 0)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(cast(float, value)):
         raise ValueError(f"{name} must be a finite number; got {value!r}.")
     if value < 0 or (value == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"

@@ -245,7 +245,9 @@ def _pillow_taps(n_in: int, n_out: int, box: bool) -> np.ndarray:
         from PIL import Image
 
         row = Image.fromarray(np.arange(n_in, dtype=np.int32)[None, :])
-        source = np.asarray(row.resize((n_out, 1), Image.NEAREST))[0]
+        # Image.NEAREST: Pillow sets the constant at import time, which its type hints do not declare (and
+        # Image.Resampling, which they do, needs Pillow 9.1; calib supports 9.0)
+        source = np.asarray(row.resize((n_out, 1), Image.NEAREST))[0]  # type: ignore[attr-defined]
         taps[np.arange(n_out), source] = one
         return taps
     filterscale = max(scale, 1.0)

@@ -375,8 +375,10 @@ class TensorLoader:
         self.x = torch.as_tensor(np.ascontiguousarray(x)).to(self.device)
         self.y = torch.as_tensor(np.asarray(y, dtype=np.int64)).to(self.device)
         stat_shape = (1, -1, 1, 1) if self.is_image else (1, -1)
-        self.mean = None if mean is None else torch.as_tensor(np.asarray(mean, np.float32)).reshape(stat_shape).to(self.device)
-        self.std = None if std is None else torch.as_tensor(np.asarray(std, np.float32)).reshape(stat_shape).to(self.device)
+        self.mean = (None if mean is None
+                     else torch.as_tensor(np.asarray(mean, np.float32)).reshape(stat_shape).to(self.device))
+        self.std = (None if std is None
+                    else torch.as_tensor(np.asarray(std, np.float32)).reshape(stat_shape).to(self.device))
         self.augment = bool(augment) and self.is_image
         self.pad = check_int(pad, "pad", minimum=0)
         self.flip = bool(flip)

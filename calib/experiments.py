@@ -10,8 +10,8 @@ for GNU parallel, a Slurm array or any other scheduler.
 The *store* is the folder of stored runs (``book/results/10-benchmark`` for chapter 10): each run keeps
 ``meta.json``, ``history.json`` and ``logits.npz`` (float32 validation and test logits with their labels) and
 no checkpoint. :func:`run_path` says where a run of the store lives; :func:`load_store` reads every finished run
-back, and :func:`matching_run` reads one stored run when it is the run a chapter asks for; :func:`evaluate_store` fits every post-hoc map of
-:data:`POSTHOC_MAPS` on a run's validation logits and scores the test logits with every metric of
+back, and :func:`matching_run` reads one stored run when it is the run a chapter asks for; :func:`evaluate_store` fits
+every post-hoc map of :data:`POSTHOC_MAPS` on a run's validation logits and scores the test logits with every metric of
 :data:`METRICS`, giving one row per (run, map, metric): the long format that :func:`summarise` and
 :func:`paired_difference` turn into the chapter's tables and intervals. The papers' own tables
 (:mod:`calib.published`) come in the same long format through :func:`calib.published.published_rows`.
@@ -326,7 +326,7 @@ def train_commands(grid: Grid, relative_to=None, nproc_per_node: int | None = No
     return lines
 
 
-def _duration(seconds: float) -> str:
+def _duration(seconds: float | np.floating) -> str:
     seconds = int(round(seconds))
     if seconds >= 3600:
         return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
@@ -542,15 +542,16 @@ def _store_fix(run_dir: Path) -> str:
 # ---------------------------------------------------------------------------------- post-hoc and metrics
 
 #: The post-hoc maps of chapter 10, each fitted on the validation logits, in the order of the registry
-#: :data:`calib.posthoc.REGISTRY <calib.posthoc.registry.REGISTRY>` (which says what each is, with its paper): none; temperature scaling by
-#: validation NLL; by the validation-ECE grid (Mukhoti et al. 2020); focal temperature scaling (Komisarenko & Kull
-#: 2024); Psi^gamma with the training gamma (fixed-gamma focal losses only); temperature scaling by SB-ECE
-#: (Karandikar et al. 2021).
+#: :data:`calib.posthoc.REGISTRY <calib.posthoc.registry.REGISTRY>` (which says what each is, with its paper): none;
+#: temperature scaling by validation NLL; by the validation-ECE grid (Mukhoti et al. 2020); focal temperature scaling
+#: (Komisarenko & Kull 2024); Psi^gamma with the training gamma (fixed-gamma focal losses only); temperature scaling by
+#: SB-ECE (Karandikar et al. 2021).
 POSTHOC_MAPS = map_names()
 #: The test metrics of chapter 10 (15 bins for the binned ones), in the order of the registry
-#: :data:`calib.metrics.REGISTRY <calib.metrics.registry.REGISTRY>` (which says what each is, with its paper). ``ece`` is equal-width (Mukhoti et
-#: al.'s ECE), ``adaece`` equal-mass (their AdaECE, and Komisarenko & Kull's ECE), ``ece_em_l2`` the equal-mass
-#: l2 ECE that Karandikar et al. (2021) report, ``mean_confidence`` the mean top-label confidence.
+#: :data:`calib.metrics.REGISTRY <calib.metrics.registry.REGISTRY>` (which says what each is, with its paper). ``ece``
+#: is equal-width (Mukhoti et al.'s ECE), ``adaece`` equal-mass (their AdaECE, and Komisarenko & Kull's ECE),
+#: ``ece_em_l2`` the equal-mass l2 ECE that Karandikar et al. (2021) report, ``mean_confidence`` the mean top-label
+#: confidence.
 METRICS = metric_names()
 
 
@@ -561,8 +562,9 @@ def loss_gamma(loss: str) -> float | None:
 
 
 def fit_posthoc(name: str, val_logits, val_labels, loss: str | None = None) -> FittedMap:
-    """Fit the post-hoc map ``name`` (one of :data:`POSTHOC_MAPS`, :func:`calib.posthoc.get_map <calib.posthoc.registry.get_map>`) on validation
-    logits; a :class:`calib.posthoc.FittedMap <calib.posthoc.registry.FittedMap>`.
+    """Fit the post-hoc map ``name`` (one of :data:`POSTHOC_MAPS`,
+    :func:`calib.posthoc.get_map <calib.posthoc.registry.get_map>`) on validation logits; a
+    :class:`calib.posthoc.FittedMap <calib.posthoc.registry.FittedMap>`.
 
     ``"psi"`` needs ``loss`` to be a fixed-gamma focal loss (``fl-<gamma>``) and raises ValueError otherwise.
     """
@@ -570,7 +572,8 @@ def fit_posthoc(name: str, val_logits, val_labels, loss: str | None = None) -> F
 
 
 def score_probabilities(probs, labels, n_bins: int = 15, log_probs=None) -> dict:
-    """Every metric of :data:`METRICS` (:data:`calib.metrics.REGISTRY <calib.metrics.registry.REGISTRY>`) for probabilities (N, K) and labels (N,).
+    """Every metric of :data:`METRICS` (:data:`calib.metrics.REGISTRY <calib.metrics.registry.REGISTRY>`) for
+    probabilities (N, K) and labels (N,).
     With ``log_probs`` (the logarithms of ``probs``, e.g. a log-softmax) a metric that can be computed from them
     is (the NLL), so a true-class probability that underflowed to 0 in float64 still has its finite log-loss."""
     return {spec.name: (spec.from_log_probs(log_probs, labels) if log_probs is not None and spec.from_log_probs
@@ -580,7 +583,8 @@ def score_probabilities(probs, labels, n_bins: int = 15, log_probs=None) -> dict
 def evaluate_run(run: StoredRun, maps=POSTHOC_MAPS) -> list:
     """Long-format rows ``{model, loss, seed, map, metric, value}`` (plus ``temperature`` and ``gamma`` of
     the fitted map) for one stored run: each map of ``maps`` fitted on validation, scored on test. A map that does
-    not apply to the run's loss (the ``applies`` of its :class:`~calib.posthoc.registry.MapSpec`: ``psi`` without a fixed gamma) is skipped."""
+    not apply to the run's loss (the ``applies`` of its :class:`~calib.posthoc.registry.MapSpec`: ``psi`` without a
+    fixed gamma) is skipped."""
     arrays = run.logits()
     rows = []
     for name in maps:
@@ -606,11 +610,11 @@ def evaluate_store(runs, maps=POSTHOC_MAPS, cache=None, progress: bool = True, w
     """:func:`evaluate_run` over ``runs`` (from :func:`load_store`), concatenated.
 
     ``cache`` is a JSON file of earlier results, one entry per run keyed by ``model/loss/seed<k>``, holding
-    the SHA-256 of the run's ``logits.npz``, the maps, their definitions (each :class:`~calib.posthoc.registry.MapSpec`'s
-    summary, which states its grid) and the rows. An entry is used only when the hash, the maps and their
-    definitions match, so a cache can be committed beside the store it describes (chapter 10 does: fitting focal
-    temperature scaling on 52 runs takes minutes) and can never describe other logits or an older map. Runs without a
-    matching entry are evaluated, and the cache is rewritten when ``write_cache``.
+    the SHA-256 of the run's ``logits.npz``, the maps, their definitions (each
+    :class:`~calib.posthoc.registry.MapSpec`'s summary, which states its grid) and the rows. An entry is used only when
+    the hash, the maps and their definitions match, so a cache can be committed beside the store it describes (chapter
+    10 does: fitting focal temperature scaling on 52 runs takes minutes) and can never describe other logits or an older
+    map. Runs without a matching entry are evaluated, and the cache is rewritten when ``write_cache``.
     """
     cached = {}
     if cache is not None and Path(cache).is_file():
@@ -653,7 +657,7 @@ def validation_choice(candidates: dict, accuracy_tolerance: float = 0.01) -> str
         raise ValueError("validation_choice needs at least one candidate (label -> (accuracy, ece)).")
     best_acc = max(acc for acc, _ in candidates.values())
     eligible = {k: ece for k, (acc, ece) in candidates.items() if acc >= best_acc - accuracy_tolerance}
-    return min(eligible, key=eligible.get)
+    return min(eligible, key=eligible.__getitem__)
 
 
 def final_validation(path) -> tuple[float, float]:
@@ -796,7 +800,7 @@ def pooled_test_probabilities(runs, loss: str) -> tuple[np.ndarray, np.ndarray]:
 
 def summarise(rows, metric: str, map: str = "none", model: str | None = None) -> dict:
     """``{loss: (mean, std, n)}`` over seeds of one metric under one post-hoc map (std with ddof=1)."""
-    out = {}
+    out: dict[str, list[float]] = {}
     for r in _select(rows, metric=metric, map=map, **({} if model is None else {"model": model})):
         out.setdefault(r["loss"], []).append(r["value"])
     return {loss: (float(np.mean(v)), float(np.std(v, ddof=1)) if len(v) > 1 else float("nan"), len(v))
@@ -911,6 +915,8 @@ class _RememberedStatistic:
     of :func:`calib.stats.seed_test_interval` are the same counts at every call (its ``seed``), and the owning
     :class:`GridStatistics` says whether ``counts`` are those (equal arrays), nothing is assumed."""
 
+    _kept: np.ndarray | None
+
     def __init__(self, base, owner: "GridStatistics"):
         self._base, self._owner, self._kept = base, owner, None
         self.n, self.value = base.n, base.value
@@ -947,8 +953,13 @@ class GridStatistics:
         Bins of the binned metrics (15, as the chapter's tables).
     """
 
+    _test: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]
+    _stats: dict[tuple[str, int, str, str], _RememberedStatistic]
+    _counts: np.ndarray | None
+    _seen: np.ndarray | None
+
     def __init__(self, runs, rows, n_bins: int = 15):
-        self._runs = {}
+        self._runs: dict[tuple[str, int], StoredRun] = {}
         for run in runs:
             key = (run.loss, run.seed)
             if key in self._runs:
@@ -956,7 +967,7 @@ class GridStatistics:
                                  f"{self._runs[key].model!r} and {run.model!r}); give the runs of one model.")
             self._runs[key] = run
         self._n_bins = check_int(n_bins, "n_bins", minimum=1)
-        self._rows = {}                                  # the evaluation's rows by run and map
+        self._rows: dict[tuple[str, int, str], list[dict]] = {}   # the evaluation's rows by run and map
         for r in rows:
             self._rows.setdefault((r["loss"], r["seed"], r["map"]), []).append(r)
         self._test, self._stats = {}, {}
@@ -990,6 +1001,7 @@ class GridStatistics:
         key = (loss, seed, map, metric)
         if key not in self._stats:
             probs, labels = self.probabilities(loss, seed, map)
+            base: object
             if metric == CONFIDENCE_GAP:
                 from calib.stats import AdditiveStatistic
 
@@ -1028,6 +1040,7 @@ class GridStatistics:
         pending = [s for s in self._stats.values() if s._kept is None and hasattr(s._base, "columns")]
         totals = counts.sum(axis=1)
         while pending:
+            batch: list[_RememberedStatistic]
             batch, width = [], 0
             while pending and (not batch or width + pending[0]._base.columns.shape[1] <= 512):
                 batch.append(pending.pop(0))

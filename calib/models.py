@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Callable
+from typing import Callable, TypeVar, cast
 
 import torch
 import torch.nn.functional as F
@@ -55,7 +55,10 @@ class Classifier(nn.Module):
         return self.head(self.features(x))
 
 
-def _seeded(build: Callable[[], nn.Module], seed: int | None) -> nn.Module:
+_M = TypeVar("_M", bound=nn.Module)
+
+
+def _seeded(build: Callable[[], _M], seed: int | None) -> _M:
     """Build a module, drawing its initial weights from ``seed`` without touching the global random state."""
     if seed is None:
         return build()
@@ -78,7 +81,7 @@ def split_last_layer(model: nn.Module) -> tuple[Callable[[torch.Tensor], torch.T
     if isinstance(model, Classifier):
         return model.features, model.head
     if isinstance(model, nn.Sequential) and len(model) and isinstance(model[-1], nn.Linear):
-        body = model[:-1]
+        body = cast(nn.Sequential, model[:-1])
         return (body if len(body) else nn.Identity()), model[-1]
     raise ValueError(f"cannot find the last linear layer of a {type(model).__name__}; pass a calib.models "
                      f"network (a Classifier or an nn.Sequential ending in nn.Linear).")
@@ -515,4 +518,5 @@ def build_model(name: str, input_shape, n_classes: int, seed: int | None = None)
     if m := re.fullmatch(r"preresnet(\d+)", key):
         return preact_resnet(int(m.group(1)), c, k, seed=seed)
     m = re.fullmatch(r"wrn-(\d+)-(\d+)", key)
+    assert m is not None                       # check_model_name let only the names above and wrn-<d>-<k> through
     return wide_resnet(int(m.group(1)), int(m.group(2)), c, k, seed=seed)

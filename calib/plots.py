@@ -3,17 +3,23 @@ style for notebooks read on a screen of any width (:func:`use_web_figures`)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from calib import metrics
+
+if TYPE_CHECKING:            # matplotlib is imported by the functions that draw
+    from matplotlib.typing import RcKeyType
 
 #: Font sizes (points) for figures read on a phone as well as a desktop, up from matplotlib's 10 pt. On a phone a
 #: figure keeps at least 560 CSS px (``book/_static/claims.css``): a 10-inch figure (960 px as SVG) is then scaled by
 #: 0.58, and its 11 pt tick labels come out at 8.6 px, against 4.8 px for the old 1x PNG shrunk to 349 px.
 #:
 #: :meta hide-value:
-WEB_FIGURE_STYLE = {"font.size": 12.0, "axes.titlesize": 12.0, "axes.labelsize": 12.0, "xtick.labelsize": 11.0,
-                    "ytick.labelsize": 11.0, "legend.fontsize": 10.0, "figure.titlesize": 12.0}
+WEB_FIGURE_STYLE: dict[RcKeyType, float] = {"font.size": 12.0, "axes.titlesize": 12.0, "axes.labelsize": 12.0,
+                                            "xtick.labelsize": 11.0, "ytick.labelsize": 11.0, "legend.fontsize": 10.0,
+                                            "figure.titlesize": 12.0}
 #: The formats a notebook's inline figures are written in, SVG which the HTML book shows (sharp at any width, text
 #: included), and a 2x PNG (:data:`WEB_FIGURE_DPI`), which the PDF book includes (LaTeX does not read SVG).
 WEB_FIGURE_FORMATS = ("svg", "png")

@@ -256,7 +256,7 @@ def paired_cells(rows_a, rows_b, keys=("dataset", "model", "method", "stage"), t
     Returns a list of dicts ``key, a, b, a_text, b_text, a_temperature, b_temperature, agree,
     temperature_agree`` (the last is None where either table prints no temperature); unreadable cells are
     skipped, as are keys found in one table only."""
-    index = {}
+    index: dict[tuple, dict] = {}
     for r in rows_b:
         if not r["unreadable"]:
             index.setdefault(tuple(label_key(_field(r, k)) for k in keys), r)
@@ -314,7 +314,7 @@ def pre_post_pairs(pre_rows, post_rows, keys=("dataset", "model", "method", "met
 def printed_row_values(rows, row_by=("table", "dataset", "model")) -> dict:
     """The printed rows of a paper: ``row_by`` label -> the tuple of its printed values in printed order
     (temperatures and stds left out; an unreadable cell is None)."""
-    out = {}
+    out: dict[tuple, list] = {}
     for r in rows:
         out.setdefault(tuple(r[k] for k in row_by), []).append(r["value"])
     return {k: tuple(v) for k, v in out.items()}
@@ -330,7 +330,7 @@ def coinciding_rows(rows, row_by=("table", "dataset", "model"), min_cells=5) -> 
     chance; a hit is a candidate copy error to be judged (it is expected, e.g., where TS is the identity).
     Returns ``(row_a, row_b, n_cells)`` triples, rows as ``row_by`` labels, in printed order."""
     values = printed_row_values(rows, row_by)
-    groups = {}
+    groups: dict[tuple, list] = {}
     for label, vals in values.items():
         if sum(v is not None for v in vals) >= min_cells and None not in vals:
             groups.setdefault(vals, []).append(label)
@@ -405,7 +405,7 @@ def recount(rows, ours, others, field="method", cell_by=("table", "dataset", "mo
         raise ValueError(f"unit_by={unit_by} must name fields of cell_by={tuple(cell_by)}.")
 
     ours_k, others_k = label_key(ours), {label_key(o) for o in others}
-    groups = {}
+    groups: dict[tuple, list[dict]] = {}
     for r in rows:
         if not r["unreadable"]:
             groups.setdefault(tuple(r[k] for k in cell_by), []).append(r)
@@ -431,9 +431,9 @@ def recount(rows, ours, others, field="method", cell_by=("table", "dataset", "mo
     bl = sum(-c["margin"] > c["std"] for c in with_std) if with_std else None
     if not cells:
         return Recount(cells, 0, 0, 0, bw, bl, 1.0, None)
-    sign = sign_test([c["margin"] for c in cells], [tuple(c["key"][list(cell_by).index(f)] for f in unit_by)
+    test = sign_test([c["margin"] for c in cells], [tuple(c["key"][list(cell_by).index(f)] for f in unit_by)
                                                     for c in cells], alternative="greater")
-    return Recount(cells, wins, losses, len(cells) - wins - losses, bw, bl, sign.p_value, sign)
+    return Recount(cells, wins, losses, len(cells) - wins - losses, bw, bl, test.p_value, test)
 
 
 def kendall_by_seed(paper_values: dict, our_values: dict) -> "np.ndarray":
@@ -647,12 +647,13 @@ def zhou2025_tables(root=None) -> dict:
     path = published_dir(root) / "zhou2025.csv"
     row_of = {label_key(r): i for i, r in enumerate(ZHOU2025_ROWS)}
     col_of = {label_key(m): j for j, m in enumerate(ZHOU2025_METHODS)} | {label_key("AU_{P_{X_τ}}"): 6}
-    out = {key: np.full((len(ZHOU2025_ROWS), len(ZHOU2025_METHODS)), np.nan) for key in _ZHOU2025_GRIDS}
+    out: dict[str, np.ndarray] = {key: np.full((len(ZHOU2025_ROWS), len(ZHOU2025_METHODS)), np.nan)
+                                  for key in _ZHOU2025_GRIDS}
     out |= {key: np.full(len(ZHOU2025_ROWS), np.nan) for key in _ZHOU2025_ROWS_OF}
     filled = set()
     for r in read_published("zhou2025", root):
         i = row_of[label_key(f"{r['dataset']}/{r['model']}")]
-        where = [(key, (i, col_of[label_key(r["method"])]), column)
+        where: list[tuple[str, tuple[int, ...], str]] = [(key, (i, col_of[label_key(r["method"])]), column)
                  for key, (table, metric, stage, column) in _ZHOU2025_GRIDS.items()
                  if (r["table"], r["metric"], r["stage"]) == (table, metric, stage)]
         where += [(key, (i,), "value") for key, spec in _ZHOU2025_ROWS_OF.items()

@@ -36,13 +36,14 @@ import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
 __all__ = ["META", "HISTORY", "LOGITS", "CHECKPOINT", "RUN_FILES", "DISCARDABLE", "LOGIT_KEYS", "Run", "load_run",
            "read_json_object", "read_logits", "stored_splits", "read_checkpoint", "write_atomic", "write_json",
-           "write_logits", "RunLock", "RunFolder", "check_world_size", "remove_temporaries", "run_owner", "RunLockedError", "CorruptRunError",
-           "DiskFullError",
+           "write_logits", "RunLock", "RunFolder", "check_world_size", "remove_temporaries", "run_owner",
+           "RunLockedError", "CorruptRunError", "DiskFullError",
            "RunConfigError", "ReadOnlyRunError", "RunFolderMovedError", "git_commit", "git_dirty", "device_name"]
 __all__ += ["WEIGHTS", "WEIGHT_DTYPES", "write_weights", "read_weights"]
 
@@ -359,7 +360,8 @@ def write_atomic(path, write) -> None:
         if not path.parent.is_dir():                 # torch: "Parent directory ... does not exist" (RuntimeError)
             raise RunFolderMovedError(_moved_message(path.parent, None)) from None
         if isinstance(exc, PermissionError) or getattr(exc, "errno", None) == errno.EROFS:
-            raise ReadOnlyRunError(f"cannot write {path.name} into {path.parent} ({exc.strerror or exc}); choose a "
+            raise ReadOnlyRunError(f"cannot write {path.name} into {path.parent} "
+                                   f"({cast(OSError, exc).strerror or exc}); choose a "
                                    f"writable --out, or make the directory writable.") from None
         full = getattr(exc, "errno", None) == errno.ENOSPC
         if not full:
@@ -368,8 +370,9 @@ def write_atomic(path, write) -> None:
             except OSError:
                 pass
         if full:
-            raise DiskFullError(errno.ENOSPC, f"no space left on the device of {path.parent} while writing {path.name}; "
-                                f"the files of the last complete epoch are intact. Free some space and continue with "
+            raise DiskFullError(errno.ENOSPC, f"no space left on the device of {path.parent} while writing "
+                                f"{path.name}; the files of the last complete epoch are intact. Free some space and "
+                                f"continue with "
                                 f"--resume.") from None
         raise
     _fsync_directory(path.parent)
@@ -425,7 +428,7 @@ def write_weights(path, state: dict, dtype: str = "float16") -> None:
         raise ValueError(f"dtype={dtype!r} is not a weight type; choose one of {', '.join(WEIGHT_DTYPES)}.")
     if not isinstance(state, dict) or not state:
         raise ValueError("state must be a network's non-empty state_dict (name -> tensor or array).")
-    arrays = {}
+    arrays: dict = {}
     for name, value in state.items():
         if not isinstance(name, str) or not name or name.startswith("_") or "/" in name:
             raise ValueError(f"state has the key {name!r}; a state_dict's names are non-empty strings without '/' "
@@ -753,9 +756,10 @@ class RunFolder:
         if recorded and meta["cpu_fingerprint"].get("version") == here["version"] and recorded != here["torch"]:
             raise RunConfigError(f"{self.out} was begun on a CPU whose float32 kernels compute otherwise than this "
                                  f"one's under the same setting (kernel fingerprint {recorded} then, {here['torch']} "
-                                 f"here: MKL also picks its kernels by the CPU's vendor, calib._reproducible), so a run "
-                                 f"resumed here would continue neither run bit for bit. Resume it on a machine like "
-                                 f"the one it began on ({meta.get('device_name')}), or start it over with --restart.")
+                                 f"here: MKL also picks its kernels by the CPU's vendor, calib._reproducible), so a "
+                                 f"run resumed here would continue neither run bit for bit. Resume it on a machine "
+                                 f"like the one it began on ({meta.get('device_name')}), or start it over with "
+                                 f"--restart.")
 
     # ------------------------------------------------------------------------------------------- writing
     def write_meta(self, meta: dict) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -163,6 +164,7 @@ def evaluate_shift_runs(run_dirs: dict, sets, maps=None, metrics=SHIFT_METRICS, 
     sets = list(sets)
     for name in sets:
         _parse_set(name)
+    entries: dict[str, dict]
     networks, entries, fitted_maps = {}, {}, {}
     for key, (model, run_ds, loss, stored, val, clean) in _load_networks(run_dirs, dataset, losses).items():
         fitted = {m: get_map(m)(val, run_ds.y_val, loss) for m in maps if get_map(m).applies(loss)}
@@ -235,7 +237,7 @@ RESAMPLED_MAPS = {"*": ("none",), "ce": ("none", "ts-nll", "ts-sb-ece"), "fl-3":
                   "brier": ("none", "ts-nll", "ts-sb-ece")}
 
 
-def _maps_for(maps, loss: str) -> list:
+def _maps_for(maps: Sequence[str] | dict[str, Sequence[str]], loss: str) -> list:
     """The maps of ``maps`` (a sequence for every loss, or a dict of :data:`RESAMPLED_MAPS`' form) for ``loss``."""
     if isinstance(maps, dict):
         return list(maps.get(loss, maps.get("*", ())))
@@ -472,7 +474,7 @@ class ShiftEvaluation:
     #: array; None when not read.
     resamples: dict | None = None
     #: What the resamples were computed with (:func:`computed_with`; empty when not recorded).
-    resamples_computed_with: dict = None
+    resamples_computed_with: dict | None = None
 
     def losses(self) -> list:
         """The loss labels evaluated, in the order first met."""

@@ -11,6 +11,9 @@ diagnostics is :mod:`calib.train`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -90,7 +93,7 @@ def logistic_gradient_descent(x, y, gamma=0.0, lr: float = 0.5, iterations: int 
     record_every = check_int(record_every, "record_every")
     w = np.zeros((r, d)) if w0 is None else np.broadcast_to(np.asarray(w0, dtype=np.float64), (r, d)).copy()
     sign = 2 * y - 1
-    steps = set(range(0, iterations + 1, record_every)) | {iterations}
+    steps: set[int] | list[int] = set(range(0, iterations + 1, record_every)) | {iterations}
     recorded, grads = [], []
     for t in range(iterations + 1):
         z = np.matmul(x, w[:, :, None])[:, :, 0]
@@ -190,6 +193,7 @@ def train_classifier(model: torch.nn.Module, x, y, loss, epochs: int, lr: float,
     lr_decay = check_positive(lr_decay, "lr_decay")
     model.to(dev).train()
     params = [p for p in model.parameters() if p.requires_grad]
+    opt: torch.optim.Optimizer
     if optimizer == "adam":
         opt = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
     else:
@@ -197,7 +201,7 @@ def train_classifier(model: torch.nn.Module, x, y, loss, epochs: int, lr: float,
     schedule = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=milestones, gamma=lr_decay) if milestones else None
     gen = torch.Generator(device="cpu").manual_seed(int(seed))
     history: list[float] = []
-    epoch_iter = range(epochs)
+    epoch_iter: Any = range(epochs)                   # or its tqdm bar
     if progress:
         from tqdm.auto import tqdm
 
@@ -206,7 +210,7 @@ def train_classifier(model: torch.nn.Module, x, y, loss, epochs: int, lr: float,
         if hasattr(loss_fn, "set_epoch"):
             loss_fn.set_epoch(epoch + 1, epochs)
         if batch_size is None:
-            batches = [None]
+            batches: Sequence[torch.Tensor | None] = [None]
         else:
             order = torch.randperm(n, generator=gen).to(dev)
             batches = torch.split(order, batch_size)

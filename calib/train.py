@@ -44,6 +44,7 @@ import random
 import sys
 import time
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import torch
@@ -186,7 +187,7 @@ class Trainer:
         self._dataset = dataset
         # the folder: made, locked (by rank 0 while it runs), checked against this configuration, written
         self.folder = runs.RunFolder(self.out, self.config.identity(), self.launch.world_size)
-        self.found = None                   # what run() found under the lock: "new", "resume" or "done"
+        self.found: str | None = None       # what run() found under the lock: "new", "resume" or "done"
 
     # ------------------------------------------------------------------------------------------ set-up
     def _setup(self):
@@ -248,7 +249,8 @@ class Trainer:
     def _rng_state(self) -> dict:
         """The global random states, as tensors, numbers and strings (numpy's key as an int64 tensor), which
         ``torch.load(weights_only=True)`` reads back."""
-        name, key, pos, has_gauss, cached_gaussian = np.random.get_state(legacy=True)
+        name, key, pos, has_gauss, cached_gaussian = cast("tuple[str, np.ndarray, int, int, float]",
+                                                          np.random.get_state(legacy=True))
         numpy_state = {"bit_generator": name, "key": torch.from_numpy(key.astype(np.int64)), "pos": int(pos),
                        "has_gauss": int(has_gauss), "cached_gaussian": float(cached_gaussian)}
         state = {"torch": torch.get_rng_state(), "numpy": numpy_state, "python": random.getstate()}
@@ -339,7 +341,8 @@ class Trainer:
                 counts, _ = np.histogram(np.clip(gn, GRAD_NORM_EDGES[0], GRAD_NORM_EDGES[-1]), bins=GRAD_NORM_EDGES)
                 stats["feature_norm"] = float(res["feature_norm"].mean())
                 stats["grad_norm"] = {"mean": float(gn.mean()), "histogram": counts.tolist(),
-                                      "quantiles": dict(zip(map(str, _QUANTILES), np.quantile(gn, _QUANTILES).tolist()))}
+                                      "quantiles": dict(zip(map(str, _QUANTILES),
+                                                            np.quantile(gn, _QUANTILES).tolist()))}
             record[split] = stats
         _, head = split_last_layer(self.model)
         with torch.no_grad():
@@ -388,10 +391,13 @@ class Trainer:
         import calib
 
         kernels = cpu_kernel_setting()
-        return {"config": self.config.identity(), "diagnostics": self.config.diagnostics, "device": str(self.device), "device_name": runs.device_name(self.device),
+        return {"config": self.config.identity(), "diagnostics": self.config.diagnostics, "device": str(self.device),
+                "device_name": runs.device_name(self.device),
                 "finished": finished, "epochs_done": self.epoch, "wall_time_s": round(self.wall_time, 3),
-                "n_parameters": self.n_parameters, "dataset": {"name": self.dataset.name, "source": self.dataset.source,
-                "n_train": len(self.dataset.y_train), "n_val": len(self.dataset.y_val), "n_test": len(self.dataset.y_test)},
+                "n_parameters": self.n_parameters,
+                "dataset": {"name": self.dataset.name, "source": self.dataset.source,
+                            "n_train": len(self.dataset.y_train), "n_val": len(self.dataset.y_val),
+                            "n_test": len(self.dataset.y_test)},
                 "versions": {"calib": getattr(calib, "__version__", "0.1.0"), "torch": torch.__version__,
                              "numpy": np.__version__, "scipy": scipy.__version__, "python": sys.version.split()[0],
                              "cuda": torch.version.cuda,
@@ -417,8 +423,8 @@ class Trainer:
         ``weights.npz`` (:func:`calib.runs.write_weights`; :func:`load_network` reads it back); a finished run
         stored without it is refused (RunConfigError: retrain it with ``restart``), since its network is gone.
 
-        ``discard`` names files of :data:`~calib.runs.DISCARDABLE` to delete once the run has finished: a stored run needs
-        no ``checkpoint.pt``, and a tuning run whose validation history is all that is read needs no
+        ``discard`` names files of :data:`~calib.runs.DISCARDABLE` to delete once the run has finished: a stored run
+        needs no ``checkpoint.pt``, and a tuning run whose validation history is all that is read needs no
         ``logits.npz`` either. ``restart`` starts a run of the same configuration over (a corrupted checkpoint).
         The directory is locked while the run writes to it (a second process is refused,
         ``calib.train.RunLockedError``); temporaries left by a killed run are removed first. Across processes
@@ -486,7 +492,7 @@ class Trainer:
                              f"command line: torchrun --standalone --nproc_per_node {len(everyone)} -m calib train "
                              f"... (the same flags for every rank).")
 
-    def _run(self, state: str, discard: tuple) -> Run:
+    def _run(self, state: str, discard: tuple) -> Run | None:
         self._setup()
         if state == "resume":
             self.load_checkpoint()
@@ -538,7 +544,7 @@ class Trainer:
             self.folder.check_in_place()
             self._final_logits()
             if getattr(self, "weights", None):
-                self.folder.write_weights(self.model.state_dict(), self.weights)
+                self.folder.write_weights(self.model.state_dict(), cast(str, self.weights))
             self.folder.write_meta(self._meta(finished=True, discarded=discard))
             self.folder.discard(discard)
         finally:

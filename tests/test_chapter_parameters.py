@@ -179,7 +179,8 @@ def test_runs_chapter_05_trains_at_other_parameters_are_kept_under_a_folder_keye
     from calib.run_config import TrainConfig
 
     source = (ROOT / "chapters" / "05-miscalibration-dynamics.md").read_text()
-    cell = re.search(r"```\{code-cell\} ipython3\n(?::tags: .*\n)?(# the full-profile runs committed under book/results.*?)"
+    cell = re.search(r"```\{code-cell\} ipython3\n(?::tags: .*\n)?"
+                     r"(# the full-profile runs committed under book/results.*?)"
                      r"\ncfg = runs", source, re.S).group(1)
     trained = []
     library = {"digest": "a" * 64}

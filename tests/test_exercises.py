@@ -281,7 +281,8 @@ def test_every_valid_lower_entropy_construction_is_accepted():
     assert len(examples) == 30 and all(ch02._focal_optimum_lowers_entropy(x) for x in examples)
     assert all(check("ex-multiclass-entropy", example=x, quiet=True).right for x in examples[:3])
     rises = next(i for i in range(len(etas)) if entropy(q[i]) > entropy(etas[i]) + 1e-6)
-    assert not ch02._focal_optimum_lowers_entropy([*etas[rises], gammas[rises], float(np.argmin(q[rises] - etas[rises]))])
+    assert not ch02._focal_optimum_lowers_entropy([*etas[rises], gammas[rises],
+                                                   float(np.argmin(q[rises] - etas[rises]))])
     wrong_class = list(examples[0])
     wrong_class[5] = float((wrong_class[5] + 1) % 4)
     assert not ch02._focal_optimum_lowers_entropy(wrong_class)

@@ -429,12 +429,15 @@ def test_run_path_and_matching_run(tmp_path):
 
 @pytest.mark.parametrize("edit, message", [
     # 7: a loss table's secondary_weight without a secondary loss trained and was ignored
-    (lambda t: t.replace('losses = ["ce", {', 'losses = ["ce", {label = "ce-w", loss = "ce", secondary_weight = 0.5}, {'),
+    (lambda t: t.replace('losses = ["ce", {',
+                         'losses = ["ce", {label = "ce-w", loss = "ce", secondary_weight = 0.5}, {'),
      "run small-cnn-w4/ce-w/seed0: secondary_weight=0.5 needs a secondary loss"),
     # 9: seeds that are not distinct integers, a loss table's seed and model
-    (lambda t: t.replace("seeds = [0, 1]", "seeds = [1.7]"), "'seeds' must hold integers in \\[0, 4294967295\\]; got 1.7"),
+    (lambda t: t.replace("seeds = [0, 1]", "seeds = [1.7]"),
+     "'seeds' must hold integers in \\[0, 4294967295\\]; got 1.7"),
     (lambda t: t.replace("seeds = [0, 1]", "seeds = [0, 0]"), "'seeds' lists \\[0\\] more than once"),
-    (lambda t: t.replace('loss = "ce", secondary', 'loss = "ce", seed = 5, secondary'), "sets seed, which a loss table"),
+    (lambda t: t.replace('loss = "ce", secondary', 'loss = "ce", seed = 5, secondary'),
+     "sets seed, which a loss table"),
     (lambda t: t.replace('loss = "ce", secondary', 'loss = "ce", model = "small-cnn", secondary'),
      "sets model, which a loss table"),
     # 10: numeric grid keys are range-checked
@@ -562,7 +565,8 @@ def test_a_grid_missing_a_required_key_names_it_with_an_example(tmp_path, edit, 
 
 def test_a_grid_entry_may_supply_what_train_lacks(tmp_path):
     """data and epochs are required of every run, not of [train]: a model or loss entry may set them."""
-    text = TINY_GRID.replace("epochs = 2\n", "").replace('losses = ["ce", {label', 'losses = [{label = "ce", epochs = 3}, {label')
+    text = TINY_GRID.replace("epochs = 2\n", "").replace('losses = ["ce", {label',
+                                                          'losses = [{label = "ce", epochs = 3}, {label')
     with pytest.raises(ValueError, match="run small-cnn-w4/ce\\+s-avuc sets it"):
         load_grid(write_grid(tmp_path / "g", text))
     text = text.replace('secondary_weight = 0.5}', 'secondary_weight = 0.5, epochs = 1}')

@@ -281,7 +281,8 @@ def test_ece_objective_on_planted_logits(planted):
     z, y, eta = planted
     fts = FocalTemperatureScaling(objective="ece", temperatures=TEMPS).fit(z, y)
     assert fts.grid_scores_.shape == (9, len(TEMPS))
-    assert fts.score_ == fts.grid_scores_.min() == pytest.approx(metrics.adaptive_ece(fts.predict_proba(z), y), abs=1e-14)
+    assert fts.score_ == fts.grid_scores_.min() == pytest.approx(metrics.adaptive_ece(fts.predict_proba(z), y),
+                                                                 abs=1e-14)
     # the chosen map is calibrated against the true posterior
     p = fts.predict_proba(z)
     top = p.argmax(axis=1)

@@ -75,7 +75,8 @@ def test_logits_round_trip_and_every_damage_is_named(tmp_path):
                "a pickle": lambda: path.write_bytes(pickle.dumps({"val_logits": 1})),
                "an object array": lambda: np.savez(open(path, "wb"), **{**arrays, "val_logits": np.array([{}, 1])}),
                "a missing key": lambda: np.savez(open(path, "wb"), val_logits=arrays["val_logits"]),
-               "labels out of range": lambda: np.savez(open(path, "wb"), **{**arrays, "test_labels": arrays["test_labels"] + 7})}
+               "labels out of range": lambda: np.savez(open(path, "wb"),
+                                                       **{**arrays, "test_labels": arrays["test_labels"] + 7})}
     for what, damage in damages.items():
         damage()
         with pytest.raises(CorruptRunError) as exc:
@@ -300,7 +301,8 @@ def test_a_run_folder_moved_during_a_run_stops_it_with_the_way_back(tiny_fashion
     real_epoch = _moves_the_folder_in_epoch_two(monkeypatch, out, moved)
     rc, err = _cli(["train", *_flags(cfg), "--out", str(out), "--no-progress"], capsys)
     assert rc == 1 and "Traceback" not in err
-    assert f"the run folder {out} was moved, renamed or deleted while this run was writing it (it is now {moved})" in err
+    assert (f"the run folder {out} was moved, renamed or deleted while this run was writing it "
+            f"(it is now {moved})") in err
     assert f"move it back to {out} and resume: calib train ... --out {out} --resume" in err
     assert not out.exists()                                              # nothing was written at the old path
     assert sorted(p.name for p in moved.iterdir()) == ["checkpoint.pt", "history.json", "meta.json"]   # no lock left
@@ -378,7 +380,8 @@ def test_the_cpu_kernel_refusal_says_what_differs(tmp_path, monkeypatch):
         folder.check_cpu_kernels({"device": "cpu", "cpu_capability": other, "cpu_kernels": native}, "cpu")
     message = str(across.value)
     assert f"begun with torch's CPU kernels on {other} (CALIB_CPU_ISA=native), and this process runs {now} " \
-           f"(ATEN_CPU_CAPABILITY=avx2" in message and "does not continue bit for bit across instruction sets" in message
+           f"(ATEN_CPU_CAPABILITY=avx2" in message \
+        and "does not continue bit for bit across instruction sets" in message
     folder.check_cpu_kernels({"device": "cpu", "cpu_capability": now,            # the same setting: resumed
                               "cpu_kernels": cpu_kernel_setting()["variables"]}, "cpu")
     folder.check_cpu_kernels({"device": "cpu", "cpu_capability": other, "cpu_kernels": native}, "cuda")  # no CPU

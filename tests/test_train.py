@@ -182,7 +182,8 @@ def test_run_directory_history_logits_and_meta(tiny_fashion, tmp_path):
         s = rec[split]
         assert 0 <= s["ece"] <= 1 and 0 <= s["adaece"] <= 1 and s["n"] == {"train": 384, "val": 64, "test": 128}[split]
         if s["n_wrong"]:
-            assert s["nll"] == pytest.approx(((s["n"] - s["n_wrong"]) * s["nll_correct"] + s["n_wrong"] * s["nll_wrong"]) / s["n"])
+            assert s["nll"] == pytest.approx(((s["n"] - s["n_wrong"]) * s["nll_correct"]
+                                              + s["n_wrong"] * s["nll_wrong"]) / s["n"])
     tr = rec["train"]
     assert sum(tr["grad_norm"]["histogram"]) == 384 and len(tr["reliability"]["counts"]) == 25
     assert tr["feature_norm"] > 0 and rec["weight_norm"] > rec["last_layer_weight_norm"] > 0
@@ -277,7 +278,8 @@ def test_sigkill_after_the_second_epoch_then_resume_is_exact(tiny_fashion, tmp_p
     cfg = {**TINY, "epochs": 6, "train_subset": 1536, "loss": "flsd-53"}
     reference = train(out=tmp_path / "uninterrupted", progress=False, **cfg).logits()
     out = tmp_path / "killed"
-    args = [sys.executable, "-m", "calib", "train", "--data", cfg["data"], "--model", cfg["model"], "--loss", cfg["loss"],
+    args = [sys.executable, "-m", "calib", "train", "--data", cfg["data"], "--model", cfg["model"],
+            "--loss", cfg["loss"],
             "--epochs", str(cfg["epochs"]), "--seed", str(cfg["seed"]), "--batch-size", str(cfg["batch_size"]),
             "--lr", str(cfg["lr"]), "--train-subset", str(cfg["train_subset"]), "--val-subset", str(cfg["val_subset"]),
             "--test-subset", str(cfg["test_subset"]), "--out", str(out), "--no-progress"]
@@ -373,7 +375,8 @@ def _cli(argv):
 
 
 def _cli_args(cfg, out):
-    return [sys.executable, "-m", "calib", "train", "--data", cfg["data"], "--model", cfg["model"], "--loss", cfg["loss"],
+    return [sys.executable, "-m", "calib", "train", "--data", cfg["data"], "--model", cfg["model"],
+            "--loss", cfg["loss"],
             "--epochs", str(cfg["epochs"]), "--seed", str(cfg["seed"]), "--batch-size", str(cfg["batch_size"]),
             "--lr", str(cfg["lr"]), "--train-subset", str(cfg["train_subset"]), "--val-subset", str(cfg["val_subset"]),
             "--test-subset", str(cfg["test_subset"]), "--out", str(out), "--no-progress"]

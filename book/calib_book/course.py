@@ -496,11 +496,12 @@ def _as_answers(source: str, label: str) -> str:
     return "\n".join(lines)
 
 
-_CHEAT_READ_CELL = '''# A cheat: read the hidden tests where otter run copies them (tests/ beside the notebook) and answer with their
-# expected values.
+_CHEAT_READ_CELL = '''# A cheat: read the hidden tests where otter run copies them (tests/ beside the notebook) and
+# answer with their expected values.
 import glob as _glob, re as _re
 import numpy as _np
-for _path in sorted(set(_glob.glob("**/tests/**/*.py", recursive=True) + _glob.glob("../**/tests/*.py", recursive=True))):
+for _path in sorted(set(_glob.glob("**/tests/**/*.py", recursive=True)
+                       + _glob.glob("../**/tests/*.py", recursive=True))):
     _source = open(_path).read()
     if "HIDDEN =" not in _source:
         continue
@@ -520,7 +521,8 @@ for _path in sorted(set(_glob.glob("**/tests/**/*.py", recursive=True) + _glob.g
     globals()[_re.sub(r"\\W", "_", _space["name"])] = _answers
 '''
 
-_CHEAT_PATCH_CELL = '''# A cheat: make numpy's and sympy's comparisons say "equal", and otter's runner pass every case, in this kernel.
+_CHEAT_PATCH_CELL = '''# A cheat: make numpy's and sympy's comparisons say "equal", and otter's runner pass every case,
+# in this kernel.
 import dataclasses as _dataclasses, sys as _sys
 import numpy as _np, sympy as _sympy
 _np.allclose = lambda *a, **k: True
@@ -780,7 +782,8 @@ def bundle_environment(autograder_zip: Path, cache: Path | None = None) -> Path:
     python, requirements = autograder_requirements(autograder_zip)
     packages = [r for r in requirements if not r.startswith("-")]
     digest = hashlib.sha256(json.dumps([python, sorted(packages)]).encode()).hexdigest()[:16]
-    cache = Path(cache) if cache is not None else Path(__file__).resolve().parents[2] / "_build" / "cache" / "course-env"
+    cache = (Path(cache) if cache is not None
+             else Path(__file__).resolve().parents[2] / "_build" / "cache" / "course-env")
     folder = cache / digest
     interpreter = folder / "bin" / "python"
     if (folder / "built").is_file() and interpreter.is_file():
@@ -1392,15 +1395,15 @@ def grade(autograder_zip: Path, submission: Path, *, cell_timeout: float = CELL_
     the autograder, :func:`bundle_environment`; default: this process's Python), in a temporary folder that holds
     the autograder's support files, as otter lays them beside a submission (the library, the book's helpers without
     the key, the data and stored results the chapter reads, its public tests); the hidden tests are read into memory
-    beforehand and are never written where that kernel runs, and the kernel inherits no path to this checkout. Each code cell may run ``cell_timeout``
-    seconds and all of them ``timeout`` seconds: a cell past its limit is interrupted and its answers are missing
-    (the rest of the notebook runs on); a cell that does not stop within :data:`INTERRUPT_GRACE_S` of the interrupt,
-    and a kernel that dies (``os._exit``, ``exit()``, a crash), end the run, and the submission scores 0. Then a cell
-    encodes the answer dictionaries (``ex_label = dict(...)``, the only names the tests read) as JSON data
-    (``_encode_answer``), the kernel is shut down, and the hidden tests run in a fresh ``python -I`` process that
-    gets the answers as data, within ``cell_timeout`` seconds: what the submission patched in its kernel (numpy,
-    sympy, otter) is not there, and the answers carry no code. ``otter run`` instead copies the hidden tests next to
-    the submission and runs them in its kernel, where a submission can read or patch them.
+    beforehand and are never written where that kernel runs, and the kernel inherits no path to this checkout. Each code
+    cell may run ``cell_timeout`` seconds and all of them ``timeout`` seconds: a cell past its limit is interrupted and
+    its answers are missing (the rest of the notebook runs on); a cell that does not stop within
+    :data:`INTERRUPT_GRACE_S` of the interrupt, and a kernel that dies (``os._exit``, ``exit()``, a crash), end the run,
+    and the submission scores 0. Then a cell encodes the answer dictionaries (``ex_label = dict(...)``, the only names
+    the tests read) as JSON data (``_encode_answer``), the kernel is shut down, and the hidden tests run in a fresh
+    ``python -I`` process that gets the answers as data, within ``cell_timeout`` seconds: what the submission patched in
+    its kernel (numpy, sympy, otter) is not there, and the answers carry no code. ``otter run`` instead copies the
+    hidden tests next to the submission and runs them in its kernel, where a submission can read or patch them.
 
     This is not a sandbox: the submission's code runs as the user who grades, with that user's files; a submission
     that searches the disk for the autograder, or leaves a process behind, is kept from it only by an account or a

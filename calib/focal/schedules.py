@@ -8,6 +8,7 @@ Prop. 2. The epoch-scheduled FLSc losses are training losses: :class:`calib.loss
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -65,7 +66,7 @@ SCHEDULES = {"flsd-53": FLSD_53, "flsd-532": FLSD_532}
 def schedule_gamma(schedule: GammaSchedule, p):
     """The gamma a sample-dependent schedule assigns to each true-class probability p (in [0, 1])."""
     p = as_probability(p, "p")
-    side = "right" if schedule.closed == "left" else "left"
+    side: Literal["left", "right"] = "right" if schedule.closed == "left" else "left"
     index = np.searchsorted(np.asarray(schedule.edges), p, side=side)
     return scalar_or_array(np.asarray(schedule.gammas)[index])
 

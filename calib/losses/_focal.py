@@ -74,6 +74,7 @@ class FocalFamilyLoss(torch.nn.Module):
         self.reduction = check_reduction(reduction)
         self.ignore_index = check_ignore_index(ignore_index)
         self.register_buffer("weight", check_class_weight(weight))
+        self.weight: torch.Tensor | None            # the buffer, for type checkers (as torch's _WeightedLoss)
 
     def extra_repr(self) -> str:
         """The options that differ from torch's defaults, and the reduction."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -38,10 +39,10 @@ def check_au_args(kappa, nu, n_bins, cdf) -> None:
     """Refuse options of the selective AURC loss outside their domains (:func:`au_weights` lists them), with a
     ValueError naming the option; the registry checks a name such as ``"aurc-kappa=0.8"`` with it when it
     builds the loss, before any batch is seen."""
-    if isinstance(kappa, bool) or not isinstance(kappa, numbers.Real) or not 0 < kappa <= 1:
+    if isinstance(kappa, bool) or not isinstance(kappa, numbers.Real) or not 0 < cast(float, kappa) <= 1:
         raise ValueError(f"kappa (the low-confidence coverage) must be in (0, 1]; got {kappa!r}. kappa = 1 is the "
                          f"full AURC.")
-    if isinstance(nu, bool) or not isinstance(nu, numbers.Real) or not 0 < nu < float("inf"):
+    if isinstance(nu, bool) or not isinstance(nu, numbers.Real) or not 0 < cast(float, nu) < float("inf"):
         raise ValueError(f"nu (the sigmoid smoothing of Eq. 15) must be a finite number > 0; got {nu!r}.")
     if isinstance(n_bins, bool) or not isinstance(n_bins, numbers.Integral) or n_bins < 1:
         raise ValueError(f"n_bins must be an integer >= 1; got {n_bins!r}.")
@@ -80,7 +81,8 @@ def au_weights(scores: torch.Tensor, kappa: float = 0.9, nu: float = 0.1, n_bins
       finite for every :math:`\nu > 0`. Cost O(nK).
     - ``cdf="exact"``: the exact finite-sample weights from a sort, :math:`H_n - H_{\max(r_i, n - m + 1) - 1}`
       for descending rank :math:`r_i` and m low-confidence samples (harmonic numbers; the
-      :math:`\kappa = 1` case is the identity of :func:`calib.metrics.risk_coverage_curve <calib.metrics.risk_coverage.risk_coverage_curve>`); equal scores
+      :math:`\kappa = 1` case is the identity of
+      :func:`calib.metrics.risk_coverage_curve <calib.metrics.risk_coverage.risk_coverage_curve>`); equal scores
       share their mean weight. Piecewise constant in the scores: no gradient. Cost O(n log n).
 
     Parameters
@@ -242,7 +244,8 @@ def _safe_root(x: torch.Tensor, p: int) -> torch.Tensor:
 
 def soft_binned_ece_loss(logits: torch.Tensor, targets: torch.Tensor, n_bins: int = 15, temperature: float = 0.01,
                     norm: str = "l1", estimator: str = "bin") -> torch.Tensor:
-    r"""Soft-binned ECE of a batch as a differentiable training loss, SB-ECE\ :sub:`bin,p` (Eq. 11) or SB-ECE\ :sub:`lb,p` (Eq. 12).
+    r"""Soft-binned ECE of a batch as a differentiable training loss, SB-ECE\ :sub:`bin,p` (Eq. 11) or
+    SB-ECE\ :sub:`lb,p` (Eq. 12).
 
     Karandikar et al. (2021), Sec. 4.1. From the top-label confidences :math:`c_i = \max_k \mathrm{softmax}(z_i)_k`
     and correctness :math:`a_i`, with soft memberships :math:`u_{ij} = \mathrm{softmax}_j(-(c_i - \xi_j)^2/T)`

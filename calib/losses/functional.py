@@ -279,6 +279,7 @@ class EpochScheduledFocalLoss(FocalFamilyLoss):
         self.epoch = 1
         self.__name__ = name
         self.register_buffer("phase", torch.zeros((), dtype=torch.long), persistent=False)
+        self.phase: torch.Tensor                    # the buffer, for type checkers
 
     def set_epoch(self, epoch: int, total_epochs: int | None = None) -> None:
         """Set the current epoch (1-based) and, optionally, the length of the run."""

@@ -25,7 +25,7 @@ import math
 import numbers
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable
+from typing import Callable, cast
 
 import torch
 
@@ -184,7 +184,7 @@ def _build_flsd(name: str, arg: str | None) -> Loss:
     key = f"flsd-{arg}"
     if key not in SCHEDULES:
         raise ValueError(f"loss {name!r}: the sample-dependent schedules are {', '.join(map(repr, SCHEDULES))}.")
-    loss = FLSD53Loss() if key == "flsd-53" else FLSDLoss(SCHEDULES[key])
+    loss: Loss = FLSD53Loss() if key == "flsd-53" else FLSDLoss(SCHEDULES[key])
     loss.__name__ = key.replace("-", "_")
     return loss
 
@@ -398,7 +398,7 @@ def focal_gamma(name: str) -> float | None:
         For a name that is not a loss of the registry, as :func:`get_loss` does.
     """
     spec, arg = _primary_spec(name)
-    return spec.build(name, arg).gamma if spec.focal_gamma else None
+    return cast(FocalLoss, spec.build(name, arg)).gamma if spec.focal_gamma else None   # FocalLoss: the one family
 
 
 def get_loss(name: str, secondary: str | None = None, secondary_weight: float = 1.0) -> Loss:

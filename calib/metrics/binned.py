@@ -476,7 +476,7 @@ def reliability(probs, labels, n_bins: int = 15, binning: str = "uniform") -> Re
     mean_acc = np.full(n_bins, np.nan)
     mean_conf[full] = b.conf_sum[full] / b.counts[full]
     mean_acc[full] = b.hits[full] / b.counts[full]
-    arrays = [np.asarray(b.edges, dtype=np.float64), np.asarray(b.counts, dtype=np.int64), mean_conf, mean_acc]
+    arrays = (np.asarray(b.edges, dtype=np.float64), np.asarray(b.counts, dtype=np.int64), mean_conf, mean_acc)
     for a in arrays:
         a.flags.writeable = False
     return Reliability(*arrays, n=int(conf.shape[0]))

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -42,8 +43,8 @@ class MetricSpec:
     name: str
     takes: str
     summary: str
-    compute: object
-    from_log_probs: object
+    compute: Callable[..., float]
+    from_log_probs: Callable[..., float] | None
 
     def __call__(self, probs, labels, n_bins: int = 15) -> float:
         return float(self.compute(probs, labels, n_bins))

@@ -64,6 +64,7 @@ metrics in the same order. The local state is left as it was (``compute()`` twic
 from __future__ import annotations
 
 import numbers
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -74,6 +75,9 @@ from calib.metrics._binning import (NORMS, Bins, bin_top_label, binned_error, ch
                                     uniform_bin, uniform_edges)
 from calib.metrics.binned import classwise_ece
 from calib.metrics.scores import brier, nll
+
+if TYPE_CHECKING:           # torch is imported where a tensor state needs it
+    import torch
 
 __all__ = ["StreamingMetric", "StreamingECE", "StreamingClasswiseECE", "StreamingNLL", "StreamingBrier",
            "StreamingAccuracy", "StreamingAURC"]
@@ -134,6 +138,7 @@ def _all_reduce_sums(arrays: dict) -> dict:
 
     names = sorted(arrays)
     device = _collective_device()
+    flat: torch.Tensor | np.ndarray                    # the tensor reduced, then its numpy copy
     flat = torch.cat([_as_collective_tensor(arrays[name], torch.float64, device).reshape(-1) for name in names])
     dist.all_reduce(flat)
     flat = flat.cpu().numpy()
@@ -164,6 +169,7 @@ def _all_gather_rows(arrays: dict, template: dict | None = None) -> dict:
         dtype = torch.from_numpy(np.zeros(0, dtype=dtype)).dtype
         local = (torch.cat([_as_collective_tensor(part, dtype, device) for part in parts]) if parts
                  else torch.zeros((0, *trailing), dtype=dtype, device=device))
+        counts: list[torch.Tensor] | list[int]         # the gathered tensors, then the numbers they hold
         counts = [torch.zeros(1, dtype=torch.long, device=device) for _ in range(world)]
         dist.all_gather(counts, torch.tensor([local.shape[0]], dtype=torch.long, device=device))
         counts = [int(c) for c in torch.cat(counts).tolist()]
@@ -373,7 +379,7 @@ class StreamingMetric:
 
     def __init__(self, validate_args: bool = True):
         self.validate_args = bool(validate_args)
-        self._device = None
+        self._device: torch.device | None = None
         self.reset()
 
     def reset(self) -> None:
@@ -550,7 +556,7 @@ class StreamingMetric:
                 or set(sums) != expected or not set(rows) <= set(self._row_names):
             raise ValueError(f"{name}.load_state_dict: the state's n_classes ({k!r}), sums ({sorted(sums)}) or rows "
                              f"({sorted(rows)}) are not those of a {name} with these settings.")
-        for key, zero in (self._new_sums(k).items() if k is not None else ()):
+        for key, zero in (self._new_sums(cast(int, k)).items() if k is not None else ()):
             if tuple(torch.as_tensor(sums[key]).shape) != np.shape(zero):
                 raise ValueError(f"{name}.load_state_dict: sums[{key!r}] has shape "
                                  f"{tuple(torch.as_tensor(sums[key]).shape)}, not {np.shape(zero)}.")
@@ -608,7 +614,7 @@ class StreamingMetric:
         if n == 0:
             raise ValueError(f"{type(self).__name__}.compute() before any row: call update(probs, labels) with a "
                              f"batch first.")
-        return float(self._value(sums, rows, n_classes))
+        return float(self._value(sums, rows, cast(int, n_classes)))    # set by the rows counted above
 
     def _value(self, sums: dict, rows: dict, n_classes: int) -> float:
         """The value from the (reduced) numpy sums and the lists of per-sample arrays or tensors (each list's
@@ -617,7 +623,8 @@ class StreamingMetric:
 
 
 class StreamingECE(StreamingMetric):
-    """:func:`calib.metrics.ece <calib.metrics.binned.ece>` accumulated over batches: the same bins, norms and estimators.
+    """:func:`calib.metrics.ece <calib.metrics.binned.ece>` accumulated over batches: the same bins, norms and
+    estimators.
 
     Equal-width bins with the usual ("bin") estimator keep, per bin, the count, the sum of confidences and the
     number of correct predictions (float64), from which every norm ("l1", "l2", "max") is exact. Equal-mass
@@ -723,7 +730,8 @@ class StreamingECE(StreamingMetric):
 
 
 class StreamingClasswiseECE(StreamingMetric):
-    """:func:`calib.metrics.classwise_ece <calib.metrics.binned.classwise_ece>` accumulated over batches: the same bins and norms (names or rho).
+    """:func:`calib.metrics.classwise_ece <calib.metrics.binned.classwise_ece>` accumulated over batches: the same
+    bins and norms (names or rho).
 
     Equal-width bins keep the (class, bin) counts, probability sums and hits (3 K M float64). Equal-mass bins
     keep the float64 probabilities and labels of every row (O(N K) memory, on the batches' device until
@@ -734,7 +742,8 @@ class StreamingClasswiseECE(StreamingMetric):
     def __init__(self, n_bins: int = 15, binning: str = "uniform", norm="l1", *, validate_args: bool = True):
         if isinstance(norm, str):
             rho = None
-        elif isinstance(norm, bool) or not isinstance(norm, numbers.Real) or not np.isfinite(norm) or norm < 1:
+        elif isinstance(norm, bool) or not isinstance(norm, numbers.Real) or not np.isfinite(cast(float, norm)) \
+                or norm < 1:
             raise ValueError(f"norm must be one of {', '.join(map(repr, NORMS))} or a number rho >= 1; got {norm!r}.")
         else:
             rho = float(norm)
@@ -829,7 +838,8 @@ class _MeanOfRows(StreamingMetric):
         """(N, the sum of the batch's terms) of numpy input, by the one-shot function."""
         raise NotImplementedError
 
-    def _update_numpy(self, p, n, total) -> None:
+    # its own batch, the (p, n, total) of _check_numpy_batch below, in place of the base class's (p, y, pred, conf)
+    def _update_numpy(self, p, n, total) -> None:  # type: ignore[override]
         self._sums["n"] += n
         self._sums["total"] += total
 
@@ -846,7 +856,8 @@ class _MeanOfRows(StreamingMetric):
 
 
 class StreamingNLL(_MeanOfRows):
-    """:func:`calib.metrics.nll <calib.metrics.scores.nll>` over batches (a true class of probability 0 raises its ValueError)."""
+    """:func:`calib.metrics.nll <calib.metrics.scores.nll>` over batches (a true class of probability 0 raises its
+    ValueError)."""
 
     def _batch(self, probs, labels):
         n = len(labels)                  # nll checks that it is the number of rows of probs
@@ -880,7 +891,8 @@ class StreamingBrier(_MeanOfRows):
 
 
 class StreamingAccuracy(_MeanOfRows):
-    """:func:`calib.metrics.accuracy <calib.metrics.scores.accuracy>` over batches: the number of correct argmaxes and N."""
+    """:func:`calib.metrics.accuracy <calib.metrics.scores.accuracy>` over batches: the number of correct argmaxes
+    and N."""
 
     _counts = ("n", "total")
 
@@ -895,7 +907,8 @@ class StreamingAccuracy(_MeanOfRows):
 
 
 class StreamingAURC(StreamingMetric):
-    """:func:`calib.metrics.aurc <calib.metrics.risk_coverage.aurc>` with the maximum softmax probability and the 0/1 loss, over batches.
+    """:func:`calib.metrics.aurc <calib.metrics.risk_coverage.aurc>` with the maximum softmax probability and the 0/1
+    loss, over batches.
 
     The AURC weights each loss by its rank among all the confidences, so it cannot stream in a fixed-size state:
     this keeps one int64 key a row (the confidence and the error, 8 bytes; on the batches' device for tensors)

@@ -6,6 +6,8 @@ in :mod:`calib.posthoc`.
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 from scipy.special import expit
 
@@ -172,6 +174,15 @@ def _fts_row_terms(data: _FTSData, beta: float, row: "_RowTerms") -> None:
 class _RowTerms:
     """Per-row quantities of one temperature that do not depend on gamma (filled block by block)."""
 
+    lse: np.ndarray
+    log_1mq_top: np.ndarray
+    r_top: np.ndarray
+    ratio: np.ndarray
+    log_ratio: np.ndarray
+    log_q_y: np.ndarray
+    log_1mq_y: np.ndarray
+    r_y: np.ndarray
+
     def __init__(self, n: int):
         for name in ("lse", "log_1mq_top", "r_top", "ratio", "log_ratio", "log_q_y", "log_1mq_y", "r_y"):
             setattr(self, name, np.empty(n))
@@ -272,7 +283,7 @@ def _fts_grid(data: _FTSData, gammas: np.ndarray, temperatures: np.ndarray, obje
     if not pairs:
         return np.stack(out, axis=1)
     scores = np.empty(len(temperatures))
-    for index, group_scores in zip(members, out):
+    for index, group_scores in zip(cast(list, members), out):     # a list when pairs
         scores[index] = group_scores
     return scores
 
@@ -429,6 +440,7 @@ class FocalTemperatureScaling(Estimator):
     # broke GridSearchCV and check_estimator)
     grid_scores = deprecated_alias("grid_scores", "grid_scores_")
     path = deprecated_alias("path", "path_")
+    grid_scores_: np.ndarray | None
 
     def fit(self, X, y, sample_weight=None) -> "FocalTemperatureScaling":
         """Choose (gamma, T) on validation logits X (N, K) and integer labels y (N,); returns self.

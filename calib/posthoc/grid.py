@@ -72,7 +72,7 @@ def grid_edge(grid: np.ndarray, scores: np.ndarray, noise: float, widen: Callabl
     best = float(s[best_at])
     near = {"low": float(s[:m].min()) - best, "high": float(s[-m:].min()) - best}
     # an end whose best score is within the noise of the best, the nearer one (0: the best point lies there)
-    edge = min((e for e in near if near[e] <= noise), key=near.get, default=None)
+    edge = min((e for e in near if near[e] <= noise), key=near.__getitem__, default=None)
     if edge not in edges:
         return None
     if not warn:

@@ -161,7 +161,7 @@ def _some_part_fails(decisions: list) -> bool:
     return bool(np.any(holm(p) <= alpha))
 
 
-def paired_t_p_value(a: Sequence[float], b: Sequence[float], direction: str = "greater",
+def paired_t_p_value(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, direction: str = "greater",
                      threshold: float = 0.0) -> float:
     """One-sided p-value of the paired t-test that the mean of ``a[i] - b[i]`` is ``direction`` than ``threshold``.
 
@@ -183,7 +183,7 @@ def paired_t_p_value(a: Sequence[float], b: Sequence[float], direction: str = "g
     return float(_scipy_stats.t.sf(t, diff.size - 1))
 
 
-def holm(p_values: Sequence[float]) -> np.ndarray:
+def holm(p_values: Sequence[float] | np.ndarray) -> np.ndarray:
     """Holm's step-down adjusted p-values (Holm 1979, *Scand. J. Statist.* 6, 65-70), in the order given.
 
     With the p-values sorted, ``p_(1) <= ... <= p_(m)``, the adjusted ``p~_(i) = max_{j <= i} min(1, (m - j + 1)

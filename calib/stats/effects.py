@@ -125,8 +125,8 @@ def _check_power_inputs(sd, n, level, power) -> tuple:
 def detectable_difference(sd: float, n: int, level: float = 0.95, power: float = 0.8) -> float:
     """The smallest true paired difference that ``n`` seeds detect with probability ``power``.
 
-    Detected means that the paired t-interval at ``level`` lies wholly on the claimed side of 0 (:func:`calib.stats.decide`),
-    with ``sd`` the paired standard deviation over seeds: the ``delta`` with
+    Detected means that the paired t-interval at ``level`` lies wholly on the claimed side of 0
+    (:func:`calib.stats.decide`), with ``sd`` the paired standard deviation over seeds: the ``delta`` with
     ``P(T > t_{(1+level)/2, n-1}) = power`` for ``T`` noncentral t with ``n - 1`` degrees of freedom and
     noncentrality ``delta sqrt(n) / sd`` (Cohen 1988, Ch. 2). For large n it tends to
     ``(z_{(1+level)/2} + z_power) sd / sqrt(n)``.
@@ -196,8 +196,8 @@ class PowerLine:
         return text
 
 
-def power_line(a: Sequence[float], b: Sequence[float], paper_effect: float, level: float = 0.95,
-               power: float = 0.8, sd_confidence: float = 0.8) -> PowerLine:
+def power_line(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, paper_effect: float,
+               level: float = 0.95, power: float = 0.8, sd_confidence: float = 0.8) -> PowerLine:
     """The power line of an *inconclusive* paired comparison: :func:`detectable_difference` at the observed
     paired SD of ``a - b`` and our number of seeds, beside the paper's effect and :func:`seeds_needed` for it; and the
     same at the SD's upper ``sd_confidence`` bound (:func:`sd_upper_bound`), since 5 seeds estimate the SD from 4

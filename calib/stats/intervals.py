@@ -80,7 +80,7 @@ def seed_values(values, name: str) -> np.ndarray:
     return arr
 
 
-def seed_interval(values: Sequence[float], level: float = 0.95, test_variance: float = 0.0) -> Interval:
+def seed_interval(values: Sequence[float] | np.ndarray, level: float = 0.95, test_variance: float = 0.0) -> Interval:
     """Student-t interval of the mean of ``values`` (one per seed).
 
     ``mean ± t_{(1+level)/2, n-1} · se`` with ``se = sqrt(s² / n + test_variance)``, ``s`` the sample standard
@@ -100,7 +100,7 @@ def seed_interval(values: Sequence[float], level: float = 0.95, test_variance: f
     return Interval(mean, mean - half, mean + half, level, n, method, se, float(n - 1))
 
 
-def paired_seed_interval(a: Sequence[float], b: Sequence[float], level: float = 0.95,
+def paired_seed_interval(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, level: float = 0.95,
                          test_variance: float = 0.0) -> Interval:
     """Student-t interval of the mean of ``a[i] - b[i]``: two settings run on the same seeds (and, with
     ``test_variance``, the test set's sampling variance of the mean difference added, as in :func:`seed_interval`)."""

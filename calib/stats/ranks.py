@@ -168,11 +168,14 @@ def kendall_tau_bootstrap(reference, probs, labels, metric: Callable, n_resample
     if len(items) < 3:
         raise ValueError(f"Kendall's tau needs at least 3 items; got {items}.")
     labels = to_numpy(labels, "labels")                 # tensors on any device, with grad, too
+    stacks: list[np.ndarray] | list[list[np.ndarray]]      # per item: its seeds' probabilities, or per_sample's
     stacks = [np.asarray([to_numpy(p, f"probs[{k!r}]") for p in probs[k]], dtype=np.float64) for k in items]
     shapes = {s.shape for s in stacks}
     if len(shapes) != 1 or stacks[0].ndim != 3 or stacks[0].shape[1] != labels.shape[0] or labels.ndim != 1:
         raise ValueError(f"probs must hold, for every item, the same number of (N, K) arrays with N = {labels.size} "
                          f"(labels' length); got shapes {sorted(shapes)}.")
+    n_seeds: int
+    n: int
     n_seeds, n = stacks[0].shape[:2]
     if n_seeds < 2:
         raise ValueError("probs holds 1 seed per item; a bootstrap over seeds needs at least 2.")

@@ -29,7 +29,8 @@ def _entropy_bound_part(part):
     if part == "kl":                                 # one-hot eta: KL(eta || p_hat) is the cross-entropy
         return metrics.nll(p_hat[None], [0])
     if part == "entropy":                            # L_c - gamma H[p_hat] at gamma = 0 and 1
-        return float(focal.entropy_regularised_bound(p_hat, eta, 0.0) - focal.entropy_regularised_bound(p_hat, eta, 1.0))
+        return float(focal.entropy_regularised_bound(p_hat, eta, 0.0)
+                     - focal.entropy_regularised_bound(p_hat, eta, 1.0))
     if part == "bound":
         return float(focal.entropy_regularised_bound(p_hat, eta, 2.0))
     d = symbolic.entropy_bound()

@@ -40,7 +40,8 @@ def _separable_margin():
 
 @functools.lru_cache(maxsize=None)
 def _stationary_gradients():
-    """Autograd gradients of the focal (gamma = 1) and cross-entropy risks at focal loss's solution on the seed-0 draw."""
+    """Autograd gradients of the focal (gamma = 1) and cross-entropy risks at focal loss's solution on the seed-0
+    draw."""
     import torch
 
     from calib.data import make_linear_toy

@@ -160,8 +160,9 @@ def using_seed(seed: int | None):
 class Parameter:
     """A datum of an exercise that a course seed redraws: its value in the book (``default``), how a course draws
     it (``draw(rng)``), how it is printed (``text(value)``), and where the exercise shows it: each template of
-    ``shown`` (or a pair of a template and its own ``text``) holds ``{}`` where the printed value goes, and the default's print must occur in the exercise's
-    statement or solution (``tests/test_course.py`` checks), where the course edition puts the drawn one."""
+    ``shown`` (or a pair of a template and its own ``text``) holds ``{}`` where the printed value goes, and the
+    default's print must occur in the exercise's statement or solution (``tests/test_course.py`` checks), where the
+    course edition puts the drawn one."""
 
     label: str
     name: str
