@@ -17,9 +17,11 @@ checks it against this list; ARCHITECTURE.md explains them):
   ``calib.soft_binning`` (soft bin membership, SB-ECE and soft uncertainty in numpy, Karandikar et al. 2021),
   ``calib.losses`` (training losses in torch, a package: ``functional`` per-sample losses, ``modules`` the
   focal family as torch modules, ``batch`` batch objectives, ``registry`` the one table behind ``get_loss``),
-  ``calib.published`` (the papers' result tables as data), ``calib.toy_data`` (the papers' toy problems as seeded
-  generators), ``calib.dataset_files`` (the image datasets' files: found, downloaded, read), ``calib.runs`` (the run
-  directory: its files, lock, atomic writes and the errors for each damaged file)
+  ``calib.published`` (the papers' result tables, a package: ``tables`` the transcribed tables read as data;
+  ``compare`` the printed numbers compared with each other and with the book's runs), ``calib.toy_data`` (the
+  papers' toy problems as seeded generators), ``calib.dataset_files`` (the image datasets' files: found,
+  downloaded, read), ``calib.runs`` (the run directory: its files, lock, atomic writes and the errors for each
+  damaged file)
 - layer 2: ``calib.posthoc`` (post-hoc maps, a package: ``temperature`` temperature scaling;
   ``focal_temperature`` focal temperature scaling; ``grid`` the grid-edge check; ``registry`` the one table
   behind ``get_map``), ``calib.simulate`` (synthetic

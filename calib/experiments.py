@@ -14,7 +14,8 @@ back, and :func:`matching_run` reads one stored run when it is the run a chapter
 every post-hoc map of :data:`POSTHOC_MAPS` on a run's validation logits and scores the test logits with every metric of
 :data:`METRICS`, giving one row per (run, map, metric): the long format that :func:`summarise` and
 :func:`paired_difference` turn into the chapter's tables and intervals. The papers' own tables
-(:mod:`calib.published`) come in the same long format through :func:`calib.published.published_rows`.
+(:mod:`calib.published.tables`) come in the same long format through
+:func:`calib.published.tables.published_rows`.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from calib import runs as run_files
 from calib._validate import check_int
 from calib.metrics import metric_names
 from calib.posthoc import FittedMap, focal_loss_gamma, get_map, map_names
-from calib.published import published_rows, read_published
+from calib.published.tables import published_rows, read_published
 from calib.runs import DISCARDABLE, RunLockedError, load_run
 from calib.train import MAX_SEED, TrainConfig, Trainer, config_from_meta
 

@@ -38,7 +38,7 @@ from calib._validate import (
     to_numpy,
 )
 from calib.focal.numerics import check_gamma
-from calib.published import ZHOU2025_METHODS, ZHOU2025_ROWS, zhou2025_tables
+from calib.published.tables import ZHOU2025_METHODS, ZHOU2025_ROWS, zhou2025_tables
 
 __all__ = [
     "DUAL_FOCAL_VARIANTS",
@@ -542,18 +542,18 @@ def properness_toy(n: int = 2000, steps: int = 4000, lr: float = 0.5, kappa: flo
 
 
 # ----------------------------------------------------------------------------------------------------------
-# the paper's tables, read from book/data/published/zhou2025.csv by calib.published
+# the paper's tables, read from book/data/published/zhou2025.csv by calib.published.tables
 # ----------------------------------------------------------------------------------------------------------
 
-#: Rows of every table (dataset / model): :data:`calib.published.ZHOU2025_ROWS`.
+#: Rows of every table (dataset / model): :data:`calib.published.tables.ZHOU2025_ROWS`.
 TABLE_ROWS = ZHOU2025_ROWS
-#: Columns of every table: :data:`calib.published.ZHOU2025_METHODS`.
+#: Columns of every table: :data:`calib.published.tables.ZHOU2025_METHODS`.
 TABLE_METHODS = ZHOU2025_METHODS
 
 
 def paper_tables() -> dict[str, np.ndarray]:
     """Zhou et al. (2025)'s result tables as arrays of shape (10, 7): rows ``TABLE_ROWS``, columns
     ``TABLE_METHODS``; calibration errors x 100 and accuracies in %, as printed. The keys are those of
-    :func:`calib.published.zhou2025_tables`, which reads them from ``book/data/published/zhou2025.csv``.
+    :func:`calib.published.tables.zhou2025_tables`, which reads them from ``book/data/published/zhou2025.csv``.
     """
     return zhou2025_tables()

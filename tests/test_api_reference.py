@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 API = ROOT / "book" / "api"
 
 #: The public modules of calib (issue 12): the packages calib.metrics, calib.posthoc, calib.losses, calib.focal,
-#: calib.stats and calib.symbolic only re-export these.
+#: calib.stats, calib.symbolic and calib.published only re-export these.
 PUBLIC_MODULES = [
     "calib.metrics.binned", "calib.metrics.scores", "calib.metrics.risk_coverage", "calib.metrics.registry",
     "calib.metrics.streaming", "calib.metrics.resampling",
@@ -41,7 +41,8 @@ PUBLIC_MODULES = [
     "calib.dataset_files", "calib.models", "calib.small_training", "calib.run_config", "calib.train",
     "calib.distributed", "calib.runs", "calib.experiments", "calib.shift",
     "calib.plots", "calib.symbolic.base", "calib.symbolic.mukhoti", "calib.symbolic.charoenphakdee",
-    "calib.symbolic.zhou", "calib.symbolic.komisarenko", "calib.symbolic.karandikar", "calib.published", "calib.cli",
+    "calib.symbolic.zhou", "calib.symbolic.komisarenko", "calib.symbolic.karandikar", "calib.published.tables",
+    "calib.published.compare", "calib.cli",
 ]
 #: The modules of the book's machinery (book/calib_book) the machinery page documents: all but the answer key,
 #: which no page of the student site may render (autodoc would show its values, viewcode its source).
@@ -60,7 +61,7 @@ def is_answer_key(module: str | None) -> bool:
 #: Modules that are not documented: the package roots (their names are the submodules' re-exports) and the entry
 #: point. Private modules (a name starting with "_") are left out as well.
 NOT_DOCUMENTED = {"calib", "calib.metrics", "calib.posthoc", "calib.losses", "calib.focal", "calib.symbolic",
-                  "calib.stats", "calib.__main__"}
+                  "calib.stats", "calib.published", "calib.__main__"}
 
 _BLOCK = re.compile(r"```\{eval-rst\}\n(.*?)```", re.S)
 _DIRECTIVE = re.compile(r"^\.\. automodule::\s*(\S+)\s*\n((?:[ \t]+:[^\n]*\n?)*)", re.M)

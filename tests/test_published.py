@@ -345,3 +345,23 @@ def test_printed_difference_interval_refuses_bad_input(kwargs, words):
 
     with pytest.raises(ValueError, match=re.escape(words)):
         printed_difference_interval(**kwargs)
+
+
+def test_the_package_re_exports_its_two_modules_and_tables_imports_nothing_of_compare():
+    """calib.published is a package: ``tables`` (the transcribed tables read as data) and ``compare`` (chapter 11's
+    analysis of them); every public name of both is importable from calib.published, as from the one module it was,
+    and the layering is one way (compare imports tables)."""
+    from pathlib import Path
+
+    import calib.published as package
+    from calib.published import compare, tables
+    from tests.test_layers import _imports
+
+    assert not set(tables.__all__) & set(compare.__all__)
+    assert sorted(package.__all__) == sorted(tables.__all__ + compare.__all__) and len(package.__all__) == 35
+    assert all(getattr(package, n) is getattr(tables if n in tables.__all__ else compare, n) for n in package.__all__)
+    imports = _imports()
+    assert "calib.published.compare" not in imports["calib.published.tables"]
+    assert "calib.published.tables" in imports["calib.published.compare"]
+    # in a checkout, the CSVs are read from the repository's book/data/published (one folder above calib/)
+    assert published_dir() == Path(__file__).resolve().parents[1] / "book" / "data" / "published"

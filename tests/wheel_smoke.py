@@ -291,11 +291,20 @@ def plots(m):
     return type(m.reliability_diagram(PROBS, LABELS)).__name__
 
 
-@smoke("calib.published")
-def published(m):
+@smoke("calib.published.tables")
+def published_tables(m):
     return {"dir": str(m.published_dir()), "mukhoti2020": len(m.read_published("mukhoti2020")),
             "mukhoti2020 tables": len(m.read_published_tables("mukhoti2020")),
             "zhou2025 acc": list(m.zhou2025_tables()["acc"].shape)}
+
+
+@smoke("calib.published.compare")
+def published_compare(m):
+    from calib.published.tables import read_published_tables
+
+    summary = m.reproduction_rows(read_published_tables("mukhoti2020"), {}, {}, "small", "make gpu")
+    return [m.agree_as_printed("4.39", "4.4"), m.agree_as_printed("4.39", "4.5"), m.canonical_loss("FL-53"),
+            len(summary)]
 
 
 @smoke("calib.cli")
