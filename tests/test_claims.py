@@ -259,3 +259,31 @@ def test_under_premise_keeps_the_verdict_where_the_premise_holds_and_is_untested
     assert (failed["verdict"], failed["passed"], failed["scale"]) == ("untested", None, gpu)
     record = claim("x2020/under-premise", "a statement", quote="q", evidence="e", **failed)
     assert record.verdict == "untested" and record.premise_holds is False
+
+
+def test_the_claim_block_for_the_pdf_is_myst_with_its_statement_and_verdict(ledger):
+    """Issue "the reader's book", PDF item 1: the PDF printed a claim's plain-text line, without its statement;
+    the notebook's claim output carries MyST too (Sphinx's LaTeX builder prints text/markdown where the site shows
+    text/html): one admonition titled with the id and the verdict, the statement with its math typeset, and the
+    evidence and premise as text, whatever Markdown characters they hold."""
+    myst = pytest.importorskip("myst_parser.parsers.docutils_", reason="the book's extras (MyST) are not installed")
+    from docutils import nodes
+    from docutils.core import publish_doctree
+
+    rec = claim("paper/md", "1. the ECE rises with $\\gamma$ & falls * at `K` | [x] ::: end", verdict="not-reproduced",
+                passed=True, quote="rises", evidence="ECE_2 = 0.02 < 0.03 ($5, *not* 10%) ~ {x} #1", scale=SCALE,
+                **PREMISE)
+    source = claims.claim_markdown(rec)
+    tree = publish_doctree(source.replace("{doc}`how it is decided </book/methods>`", "how it is decided"),
+                           parser=myst.Parser(), settings_overrides={"myst_enable_extensions": ["dollarmath"],
+                                                                "report_level": 5})
+    (block,) = tree.children
+    assert isinstance(block, nodes.admonition) and "verdict-not-reproduced" in block["classes"]
+    assert block[0].astext() == "paper/md: not-reproduced"
+    about, statement, evidence, premise = block[1:]
+    assert about.astext() == "About the paper; the computation confirms the verdict. (how it is decided)"
+    assert [m.astext() for m in statement.findall(nodes.math)] == ["\\gamma"]
+    assert statement.astext() == "1. the ECE rises with \\gamma & falls * at `K` | [x] ::: end"
+    assert evidence.astext() == "Evidence: " + rec.evidence
+    assert premise.astext() == "Premise: " + claims.premise_text(rec)
+    assert not list(tree.findall(nodes.system_message))

@@ -393,9 +393,41 @@ def claim_html(record: Claim) -> str:
             + premise_html(record) + "</div>")
 
 
+#: What a MyST paragraph would read as markup: escaped in :func:`claim_markdown`'s text (a line that starts "1." or
+#: ":::" included), which CommonMark allows for any ASCII punctuation.
+_MARKDOWN_MARKUP = re.compile(r"([\\`*_{}\[\]<>#+\-!|~$&%:.)])")
+
+
+def _markdown_with_math(text: str, math: bool = True) -> str:
+    """MyST of a text whose ``$...$`` are math (as :func:`_html_with_math` reads them): the math kept, the rest
+    escaped and on one line (each run of white space one space); an unpaired dollar, or ``math=False``, leaves the
+    whole text as text."""
+    parts = text.split("$")
+    if not math or len(parts) % 2 == 0:
+        parts = [text]
+    return "".join(_MARKDOWN_MARKUP.sub(r"\\\1", re.sub(r"\s+", " ", p)) if i % 2 == 0 else f"${p}$"
+                   for i, p in enumerate(parts) if i % 2 == 0 or p.strip())
+
+
+def claim_markdown(record: Claim) -> str:
+    """The claim block as MyST, for the book's PDF (Sphinx's LaTeX builder prints a notebook's ``text/markdown``
+    where the site shows ``text/html``): an admonition titled with the claim's id and verdict, holding whose
+    statement it judges, what the computation says, the statement, the evidence and the premise."""
+    method = " ({doc}`how it is decided </book/methods>`)" if record.scale else ""
+    lines = [f"~~~{{admonition}} `{record.id}`: {record.verdict}",        # a ``` fence's title takes no backtick
+             f":class: claim-line claim-{status_word(record).lower()} verdict-{record.verdict}", "",
+             f"*About the {record.about}; {OUTCOME_WORDS[status_word(record)]}.*{method}", "",
+             _markdown_with_math(record.statement)]
+    if record.evidence:
+        lines += ["", f"**Evidence:** {_markdown_with_math(record.evidence, math=False)}"]
+    if record.premise:
+        lines += ["", f"**Premise:** {_markdown_with_math(premise_text(record))}"]
+    return "\n".join(lines + ["~~~"])
+
+
 def _show(record: Claim) -> None:
     """Print the claim line (:func:`claim_text`); in a notebook, as the HTML block of :func:`claim_html`, which
-    carries the claim's anchor for the ledger pages."""
+    carries the claim's anchor for the ledger pages, with :func:`claim_markdown` for the PDF."""
     text = claim_text(record)
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
@@ -404,7 +436,8 @@ def _show(record: Claim) -> None:
         return
     from IPython.display import display
 
-    display({"text/html": claim_html(record), "text/plain": text}, raw=True, metadata={"claim": record.id})
+    display({"text/html": claim_html(record), "text/markdown": claim_markdown(record), "text/plain": text}, raw=True,
+            metadata={"claim": record.id})
 
 
 _FOLD = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-", "\u2014": "-",

@@ -332,9 +332,13 @@ def avuc(logits: torch.Tensor, targets: torch.Tensor, kappa: float, stop_gradien
     entropy :math:`h_i` (nats) is below the threshold :math:`\kappa` (a hard split, no gradient). With
     confidence :math:`c_i`:
 
-    .. math:: \mathrm{AvUC} = \log\Big(1 + \frac{n_{AU} + n_{IC}}{n_{AC} + n_{IU}}\Big),\quad
-              n_{AU} = \sum_{AU} c_i\tanh h_i,\ n_{IC} = \sum_{IC}(1-c_i)(1-\tanh h_i),\
-              n_{AC} = \sum_{AC} c_i(1-\tanh h_i),\ n_{IU} = \sum_{IU}(1-c_i)\tanh h_i.
+    .. math::
+
+        \begin{aligned}
+        \mathrm{AvUC} &= \log\Big(1 + \frac{n_{AU} + n_{IC}}{n_{AC} + n_{IU}}\Big), \\
+        n_{AU} &= \sum_{AU} c_i\tanh h_i, & n_{IC} &= \sum_{IC}(1-c_i)(1-\tanh h_i), \\
+        n_{AC} &= \sum_{AC} c_i(1-\tanh h_i), & n_{IU} &= \sum_{IU}(1-c_i)\tanh h_i.
+        \end{aligned}
 
     ``stop_gradient=True`` is AvUC-GS (App. F): the multiplicands :math:`c_i` and :math:`1 - c_i` are constants,
     so only the entropies carry gradient. It equals :math:`-\log\mathrm{AvU}` with the relaxed counts. The
