@@ -123,7 +123,7 @@ def test_two_gloo_ranks_give_the_logits_of_one_process(tiny_fashion, tmp_path, m
 
 
 def test_a_killed_two_rank_run_resumes_and_finishes(tiny_fashion, tmp_path):
-    """Killed (SIGKILL to the launcher and both ranks) after its first epoch's checkpoint and resumed with 2 ranks,
+    """Killed (SIGKILL to the launcher and both ranks, each in a session of its own) after its first epoch's checkpoint and resumed with 2 ranks,
     the run ends with the logits of an uninterrupted 2-rank run, to the bit (gloo sums 2 numbers in one order)."""
     cfg = {**TINY, "epochs": 6, "train_subset": 5600, "model": "mlp-256-256"}
     whole = subprocess.run([*_torchrun(), *_args(cfg, tmp_path / "whole")], env=_env(), cwd=str(tmp_path),
@@ -141,7 +141,7 @@ def test_a_killed_two_rank_run_resumes_and_finishes(tiny_fashion, tmp_path):
         except (OSError, json.JSONDecodeError, KeyError):
             pass
         time.sleep(0.005)
-    os.killpg(proc.pid, signal.SIGKILL)                             # the launcher and both ranks
+    _kill_tree(proc.pid)                                            # the launcher and both ranks
     proc.wait()
     meta = json.loads((out / "meta.json").read_text())
     done = len(json.loads((out / "history.json").read_text())["epochs"])
@@ -155,6 +155,46 @@ def test_a_killed_two_rank_run_resumes_and_finishes(tiny_fashion, tmp_path):
     got = run.logits()
     for split in ("val", "test"):
         np.testing.assert_array_equal(got[f"{split}_logits"], reference[f"{split}_logits"])
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes below ``pid``, read from /proc (each one's parent is the 4th field of its stat line)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL a launcher and every process under it, and wait until all are gone. torchrun starts each rank in
+    a session of its own, so killing the launcher's process group leaves the ranks running: on a quiet machine
+    they finished the run between the kill and the test's reading of ``meta.json``."""
+    victims = _descendants(pid)
+    for target in [pid, *victims]:
+        try:
+            os.kill(target, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(Path(f"/proc/{v}").exists() and
+                                              "Z" not in _state(v) for v in victims):
+        time.sleep(0.01)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"
 
 
 def _free_port() -> int:

@@ -48,8 +48,8 @@ _OVERFULL = re.compile(r"^Overfull \\hbox \((\d+(?:\.\d+)?)pt too wide\) "
 # `chapters/01:ex-a' on page 3 undefined on input line 9" (or "Hyper reference"); the log wraps lines at 79 characters.
 _UNDEFINED_REFERENCE = re.compile(r"LaTeX Warning: (?:Hyper r|R)eference `([^']+)' on page")
 
-#: An overfull box wider than this (points past the margin, of a text 469pt wide) is reported: less is a hyphen or
-#: a comma in the margin, more is a table's numbers or an equation's terms cut off.
+#: Overfull boxes wider than this many points past the margin (of a text 469pt wide) are reported. Less is a
+#: hyphen or a comma in the margin; more is a table's numbers or an equation's terms cut off.
 OVERFULL_PT = 20.0
 
 
