@@ -134,7 +134,8 @@ def test_chromium_runs_the_page_scripts_offline(site):
 def claim_entry(paragraph: str) -> str:
     return (f'<article><div class="claim-entry verdict-false"><p><span class="claim-badge">false</span> '
             f'<strong>Prop. 5</strong></p><p>{paragraph}</p>'
-            '<p class="claim-evidence"><span>Evidence:</span> p_hat_j >= q_j fails at n = 4</p></div></article>')
+            '<p class="claim-evidence"><span>Evidence:</span> <span class="math notranslate nohighlight">'
+            '<mjx-container>\\hat p_j \\geq q_j</mjx-container></span> fails at n = 4</p></div></article>')
 
 
 @pytest.mark.parametrize("paragraph, expected", [
@@ -145,23 +146,46 @@ def claim_entry(paragraph: str) -> str:
     ("n^{1/rho} sqrt(BS)", "ASCII math"),
     ("g = (1-p)^gamma - gamma p (1-p)^(gamma-1) log p", "ASCII math"),
     ("the abstract truncates (82.7 -> 82)", "ASCII math"),
+    ("for gamma = 1, p0 is approximately 0.4", "ASCII math"),                   # issue 47: spelled-out Greek
+    ("NLL-fitted T_CE per seed", "ASCII math"),                                 # a subscript without braces
+    ("10 Psi^gamma", "ASCII math"),
 ])
 def test_a_claim_with_raw_tex_or_ascii_math_is_reported(paragraph, expected):
     report = rendered_problems(page(claim_entry(paragraph)))
     assert any(expected in p for p in report.problems), report.problems
 
 
-def test_claim_math_in_math_code_or_evidence_is_not_reported():
+def test_claim_math_in_math_or_code_is_not_reported():
     typeset = ('the focal map never lowers the top class, <span class="math notranslate nohighlight">'
                '<mjx-container>\\hat p_j \\ge q_j</mjx-container></span>; run <code>calib --gamma=3</code>')
     report = rendered_problems(page(claim_entry(typeset)))
     assert report.ok and (report.raw_tex, report.ascii_math) == (0, 0), report.problems
     line = ('<article><div class="claim-line"><p class="claim-statement">p_hat_j >= q_j</p></div></article>')
     assert rendered_problems(page(line)).ascii_math == 1                       # a chapter's claim block too
-    premise = claim_entry(typeset).replace(
-        "</div>", '<p class="claim-premise"><span>Premise:</span> T_CE >= 1.5 (measured 2.51) (holds here)</p></div>')
-    report = rendered_problems(page(premise))                                  # measured numbers, like the evidence
-    assert report.ok and report.ascii_math == 0, report.problems
+    for field in ("claim-premise", "claim-evidence"):                           # issue 47: every field is read
+        entry = claim_entry(typeset).replace(
+            "</div>", f'<p class="{field}"><span>Premise:</span> T_CE >= 1.5 (measured 2.51) (holds here)</p></div>')
+        assert rendered_problems(page(entry)).ascii_math == 1
+    heading = claim_entry(typeset).replace("<strong>Prop. 5</strong>",
+                                           "<strong>charoenphakdee2021/gap-with-gamma</strong>")
+    assert rendered_problems(page(heading)).ascii_math == 0                    # a claim's id is a name, not math
+
+
+def test_ascii_math_in_a_chapters_prose_is_reported_but_not_in_the_api_reference():
+    """Issue 47, item 3: the prose of the chapters and the book's pages writes math as math (a title "A larger
+    gamma", a literal "Psi^gamma" in a caption); the API reference names arguments such as ``gamma``."""
+    body = "<article><h2>Exercise 4.5 (A larger gamma)</h2><p>the map Ψ^γ, see <a>prop46-beta</a></p></article>"
+    report = browser.PageReport("chapters/04-linear-toy.html")
+    browser._check_rendered(report, page(body))
+    assert report.ascii_math == 2 and any("ASCII math" in p for p in report.problems), report.problems
+    for name in ("book/api/calib.losses.html", "genindex.html"):
+        report = browser.PageReport(name)
+        browser._check_rendered(report, page(body))
+        assert report.ascii_math == 0, report.problems
+    report = browser.PageReport("chapters/04-linear-toy.html")
+    browser._check_rendered(report, page("<article><p>a larger <span class='math'><mjx-container>\\gamma"
+                                         "</mjx-container></span>, see <a>prop46-beta</a></p></article>"))
+    assert report.ascii_math == 0, report.problems
 
 
 # --- layout in Chromium: width at a phone and a desktop, contrast in both themes, console errors -------------

@@ -19,7 +19,7 @@ from calib.data import DEBIAN_FASHION_MNIST
 from conftest import book_not_built
 from test_self_answers import scan_executed_chapters
 from calib_book import runner
-from calib_book.claims import quote_in_text, read_ledger
+from calib_book.claims import PROSE_FIELDS, ascii_math, quote_in_text, read_ledger
 
 ROOT = runner.repo_root(__file__)
 #: The quick-profile runs chapter 05 reads, <loss>/seed<k>: those of chapter 10's grid in the papers' regime.
@@ -244,6 +244,19 @@ def test_every_quote_is_the_papers_words():
     assert set(texts) >= {r.paper for r in records if r.quote and r.paper != "book"}, sorted(texts)
     missing = [r.id for r in records if r.quote and r.paper in texts and not quote_in_text(r.quote, texts[r.paper])]
     assert not missing, f"quotes not found verbatim in the paper's text: {missing}"
+
+
+@pytest.mark.chapters
+def test_every_claim_field_writes_its_math_as_math():
+    """Issue 47, item 3: after the run above, no statement, evidence, premise, correction or remark of the ledger
+    writes math as ASCII ("gamma = 2", "T_CE >= 1.5", "p_y", "Psi^gamma"): the pages typeset what is inside
+    ``$...$`` (calib_book.claims.ascii_math; the browser check reads the rendered blocks with the same pattern)."""
+    records = read_ledger(ROOT / "_build" / "claims.jsonl")
+    if not records:
+        book_not_built("the chapters have not run (the test above runs them)")
+    found = {f"{r.id} ({name})": ascii_math(getattr(r, name)) for r in records for name in PROSE_FIELDS
+             if ascii_math(getattr(r, name))}
+    assert not found, f"{len(found)} claim fields with ASCII math: {dict(list(found.items())[:10])}"
 
 
 @pytest.mark.chapters

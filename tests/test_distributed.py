@@ -123,8 +123,9 @@ def test_two_gloo_ranks_give_the_logits_of_one_process(tiny_fashion, tmp_path, m
 
 
 def test_a_killed_two_rank_run_resumes_and_finishes(tiny_fashion, tmp_path):
-    """Killed (SIGKILL to the launcher and both ranks, each in a session of its own) after its first epoch's checkpoint and resumed with 2 ranks,
-    the run ends with the logits of an uninterrupted 2-rank run, to the bit (gloo sums 2 numbers in one order)."""
+    """Killed (SIGKILL to the launcher and both ranks, each in a session of its own) after its first epoch's
+    checkpoint and resumed with 2 ranks, the run ends with the logits of an uninterrupted 2-rank run, to the bit
+    (gloo sums 2 numbers in one order)."""
     cfg = {**TINY, "epochs": 6, "train_subset": 5600, "model": "mlp-256-256"}
     whole = subprocess.run([*_torchrun(), *_args(cfg, tmp_path / "whole")], env=_env(), cwd=str(tmp_path),
                            capture_output=True, text=True, timeout=scaled(300))

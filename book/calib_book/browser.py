@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from calib_book import timeouts
+from calib_book import claims, timeouts
 
 __all__ = ["PageReport", "RenderTimeout", "find_chromium", "rendered_dom", "audit_page", "audit_pages", "check_page",
            "check_pages", "book_pages", "check_book", "visible_code_lines", "redirect_target", "machine_paths",
@@ -67,9 +67,6 @@ _TEX_DELIMITER = re.compile(r"\\\(|\\\)|\\\[|\\\]|\$\$")
 _DOLLAR_MATH = re.compile(r"(?<![\w$])\$(?!\s)[^$\n]+?(?<!\s)\$(?![\w$])")   # $x$ left as text
 _HASH_NAME = re.compile(r"(^|/)[0-9a-f]{16,}\.(png|jpe?g|svg|gif)$")
 _TEX_COMMAND = re.compile(r"\\[A-Za-z]+")
-#: ASCII stand-ins for math that a statement writes as MyST math instead: <= >= != ^{ _{ p_hat sqrt( -> and a
-#: power such as K^(1/rho) or c^2.
-_ASCII_MATH = re.compile(r"<=|>=|!=|\^\{|\b[A-Za-z]+_\{|_hat\b|\bsqrt\(|->|[\w)]\^[(\w-]")
 #: The smallest WCAG contrast a claim's text may have against its background (WCAG 2 AA for body text).
 MIN_CONTRAST = 4.5
 #: The window widths the layout is checked at, a phone and a desktop.
@@ -625,12 +622,14 @@ def _visible_text_lines(dom: str) -> list[str]:
 
 
 def _claim_paragraphs(soup) -> list[str]:
-    """The text of the claims' statements, quotes, corrections and remarks (the ledger pages' entries and the
-    blocks under the chapters' cells), paragraph by paragraph, without math, code, the evidence or the premise.
-    ``soup``: the page's parsed tree, which this takes apart (the last to read it)."""
-    blocks = soup.select(".claim-entry, .claim-line .claim-statement")
+    """The text of every claim field a reader sees (statement, quote, correction, remark, premise and evidence, in
+    the ledger pages' entries and the blocks under the chapters' cells), paragraph by paragraph, without math or
+    code. ``soup``: the page's parsed tree, which this takes apart (the last to read it)."""
+    blocks = soup.select(".claim-entry, .claim-line")
     for block in blocks:
-        for tag in block.select(".claim-evidence, .claim-premise, code, pre, script, mjx-container, .math, math, svg"):
+        for badge in block.select("p > .claim-badge"):          # a ledger entry's heading: the claim's id, links
+            badge.parent.decompose()
+        for tag in block.select(".claim-head, code, pre, script, mjx-container, .math, math, svg"):
             tag.decompose()
     texts = []
     for block in blocks:
@@ -642,14 +641,15 @@ def _claim_paragraphs(soup) -> list[str]:
 def _check_claims(report: PageReport, soup) -> None:
     paragraphs = _claim_paragraphs(soup)
     tex = [t for t in paragraphs if _TEX_COMMAND.search(t)]
-    ascii_math = [t for t in paragraphs if _ASCII_MATH.search(t)]
-    report.raw_tex, report.ascii_math = len(tex), len(ascii_math)
+    ascii_math = [t for t in paragraphs if claims.ASCII_MATH.search(t)]
+    report.raw_tex = len(tex)
+    report.ascii_math += len(ascii_math)
     if tex:
         example = _TEX_COMMAND.search(tex[0])
         report.problems.append(f"{len(tex)} claim paragraph(s) with raw TeX, e.g. {example.group()!r} in "
                                f"{_context(tex[0], example.start())!r}")
     if ascii_math:
-        example = _ASCII_MATH.search(ascii_math[0])
+        example = claims.ASCII_MATH.search(ascii_math[0])
         report.problems.append(f"{len(ascii_math)} claim paragraph(s) with ASCII math, e.g. {example.group()!r} in "
                                f"{_context(ascii_math[0], example.start())!r}")
 
@@ -767,6 +767,14 @@ def _lighter(html: str) -> str:
     return _PRE.sub(lambda m: m.group(1) + _SPAN_TAG.sub("", m.group(2)) + m.group(3), html)
 
 
+def _is_prose_page(page: str) -> bool:
+    """Whether a page (its path in the build) is the book's prose, whose text writes math as math: the chapters and
+    the book's own pages, not the API reference (whose docstrings name arguments such as ``gamma``) or Sphinx's
+    index pages."""
+    parts = Path(page).parts
+    return len(parts) == 2 and parts[0] in ("chapters", "book")
+
+
 def _check_rendered(report: PageReport, dom: str) -> None:
     dom = _lighter(dom)
     soup = _soup(dom)
@@ -785,14 +793,20 @@ def _check_rendered(report: PageReport, dom: str) -> None:
     tex = [line for line in lines if _TEX_DELIMITER.search(line) or _DOLLAR_MATH.search(line)]
     if tex:
         report.problems.append(f"raw TeX in the text: {tex[0].strip()[:100]!r}")
+    if _is_prose_page(report.page):
+        ascii_lines = [line for line in lines if claims.ascii_math(line)]
+        report.ascii_math += len(ascii_lines)
+        if ascii_lines:
+            report.problems.append(f"{len(ascii_lines)} line(s) of text with ASCII math, e.g. "
+                                   f"{claims.ascii_math(ascii_lines[0])[0]!r} in {ascii_lines[0].strip()[:100]!r}")
     tables = [line for line in lines if _TABLE_RULE.search(line) or _RAW_TABLE_ROW.match(line)]
     if tables:
         report.problems.append(f"a Markdown table left as text: {tables[0].strip()[:100]!r}")
     code = _visible_code_cells(soup)
-    claims = [c for c in code if "claim(" in c.get_text()]
-    if claims:
-        first = next(line for line in claims[0].get_text().splitlines() if "claim(" in line)
-        report.problems.append(f"{len(claims)} visible code cell(s) call claim(), e.g. {first.strip()[:80]!r}")
+    calls = [c for c in code if "claim(" in c.get_text()]
+    if calls:
+        first = next(line for line in calls[0].get_text().splitlines() if "claim(" in line)
+        report.problems.append(f"{len(calls)} visible code cell(s) call claim(), e.g. {first.strip()[:80]!r}")
     _check_claims(report, soup)                     # last: it takes the claims' blocks of the tree apart
 
 

@@ -20,8 +20,9 @@ untested          needs compute or data not available here, or the paper's premi
 ================  ====================================================================  ===================
 
 An empirical claim (one with ``scale``) states its *premise*: the condition under which the paper's statement
-applies, with the numbers measured in our runs ("cross-entropy is over-confident: T_CE >= 1.5 (measured 2.51
-[2.3, 2.7])"), and ``premise_holds``, computed in the chapter. A verdict on a training outcome means something
+applies, with the numbers measured in our runs ("cross-entropy is over-confident: its fitted temperature is at
+least 1.5, measured 2.51 [2.3, 2.7]"), and ``premise_holds``, computed in the chapter. Every field writes its math
+as MyST math, ``$...$`` (:func:`ascii_math` finds what does not). A verdict on a training outcome means something
 only where the premise holds: when it fails, the verdict is *untested* (never *not-reproduced*), and
 *not-reproduced* needs the premise to hold. ``premise_holds=None`` is left to an *untested* claim whose runs are
 not made here, so that nothing is measured.
@@ -67,6 +68,30 @@ EMPIRICAL = ("not-reproduced", "inconclusive", "untested")
 ABOUT = ("paper", "code", "book")
 #: Keys of ``scale``, what our runs (or the runs that would test an untested claim) are made of.
 SCALE_KEYS = ("data", "model", "epochs", "seeds", "n")
+
+#: Greek letters spelled out in ASCII, which a claim field writes as math (``$\\gamma$``, not "gamma").
+GREEK_NAMES = ("alpha", "beta", "gamma", "delta", "epsilon", "eps", "zeta", "eta", "theta", "kappa", "lambda", "mu",
+               "nu", "xi", "pi", "rho", "sigma", "tau", "phi", "chi", "psi", "omega", "Gamma", "Delta", "Theta",
+               "Lambda", "Sigma", "Phi", "Psi", "Omega")
+#: ASCII stand-ins for math in a claim field's text, outside its ``$...$`` and its code spans (issue 47, item 3): a
+#: spelled-out Greek letter ("gamma = 2", not a name such as "gamma-dependent" or a claim's id "fig2-gamma"), a
+#: comparison or arrow (``<=``, ``>=``, ``!=``, ``->``, ``=>``), a subscripted name (``p_y``, ``T_CE``,
+#: ``ECE_{lb}``), a power (``c^2``, ``e^-s``, ``K^(1/rho)``) and ``sqrt(``.
+ASCII_MATH = re.compile(r"<=|>=|!=|->|=>|\bsqrt\(|(?<!-)\b(?:" + "|".join(GREEK_NAMES) + r")\b(?!-)"
+                        r"|\b[A-Za-z]{1,4}_(?:\{|[A-Za-z0-9]{1,5}(?:\b|_))|[\w)\]]\^[\w({-]")
+#: The claim fields a reader sees as prose (the quote is the paper's own words, as its extraction writes them).
+PROSE_FIELDS = ("statement", "evidence", "premise", "correction", "remark")
+
+
+def ascii_math(text: str) -> list[str]:
+    """The ASCII stand-ins for math (:data:`ASCII_MATH`) in a claim field's ``text``, outside its ``$...$`` math and
+    its ```code``` spans, in order; ``[]`` when the text writes its math as math. An unpaired dollar leaves the
+    whole text as text, as the pages read it (:func:`_html_with_math`)."""
+    text = re.sub(r"`[^`]*`", " ", text)
+    parts = text.split("$")
+    prose = " ".join(parts[::2]) if len(parts) % 2 == 1 else text
+    return [m.group() for m in ASCII_MATH.finditer(prose)]
+
 
 #: Claims recorded in this process, in order.
 RECORDS: list["Claim"] = []
@@ -370,6 +395,15 @@ def premise_html(record: Claim) -> str:
             f'{_html_with_math(premise_text(record))}</p>')
 
 
+def evidence_html(record: Claim) -> str:
+    """The evidence as a paragraph (``p.claim-evidence``, its ``$...$`` typeset), the same under a chapter's cell and
+    on the ledger pages; ``""`` for a claim without one."""
+    if not record.evidence:
+        return ""
+    return (f'<p class="claim-evidence"><span class="claim-label">Evidence:</span> '
+            f'{_html_with_math(record.evidence)}</p>')
+
+
 #: The methods page, relative to a chapter's page and to the ledger's pages alike, both one folder deep; every
 #: empirical claim (one with ``scale``) links to it.
 METHODS_PAGE = "../book/methods.html"
@@ -388,9 +422,7 @@ def claim_html(record: Claim) -> str:
             + (f' <a class="claim-method" href="{METHODS_PAGE}" title="How the book decides an empirical claim">'
                f'how it is decided</a>' if record.scale else "") + '</div>'
             f'<p class="claim-statement">{_html_with_math(record.statement)}</p>'
-            + (f'<p class="claim-evidence"><span class="claim-label">Evidence:</span> '
-               f'{html.escape(record.evidence)}</p>' if record.evidence else "")
-            + premise_html(record) + "</div>")
+            + evidence_html(record) + premise_html(record) + "</div>")
 
 
 #: What a MyST paragraph would read as markup: escaped in :func:`claim_markdown`'s text (a line that starts "1." or
@@ -398,12 +430,11 @@ def claim_html(record: Claim) -> str:
 _MARKDOWN_MARKUP = re.compile(r"([\\`*_{}\[\]<>#+\-!|~$&%:.)])")
 
 
-def _markdown_with_math(text: str, math: bool = True) -> str:
+def _markdown_with_math(text: str) -> str:
     """MyST of a text whose ``$...$`` are math (as :func:`_html_with_math` reads them): the math kept, the rest
-    escaped and on one line (each run of white space one space); an unpaired dollar, or ``math=False``, leaves the
-    whole text as text."""
+    escaped and on one line (each run of white space one space); an unpaired dollar leaves the whole text as text."""
     parts = text.split("$")
-    if not math or len(parts) % 2 == 0:
+    if len(parts) % 2 == 0:
         parts = [text]
     return "".join(_MARKDOWN_MARKUP.sub(r"\\\1", re.sub(r"\s+", " ", p)) if i % 2 == 0 else f"${p}$"
                    for i, p in enumerate(parts) if i % 2 == 0 or p.strip())
@@ -419,7 +450,7 @@ def claim_markdown(record: Claim) -> str:
              f"*About the {record.about}; {OUTCOME_WORDS[status_word(record)]}.*{method}", "",
              _markdown_with_math(record.statement)]
     if record.evidence:
-        lines += ["", f"**Evidence:** {_markdown_with_math(record.evidence, math=False)}"]
+        lines += ["", f"**Evidence:** {_markdown_with_math(record.evidence)}"]
     if record.premise:
         lines += ["", f"**Premise:** {_markdown_with_math(premise_text(record))}"]
     return "\n".join(lines + ["~~~"])

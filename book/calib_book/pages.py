@@ -24,7 +24,6 @@ module) and :mod:`calib_book.notebook` (the helpers chapters share for presentat
 from __future__ import annotations
 
 import csv
-import html
 import io
 import re
 from pathlib import Path
@@ -239,8 +238,7 @@ def _entry(c: claims_module.Claim, heading: str) -> list[str]:
     if c.premise:
         lines += [claims_module.premise_html(c), ""]
     if c.evidence:
-        lines += [f'<p class="claim-evidence"><span class="claim-label">Evidence:</span> {html.escape(c.evidence)}'
-                  "</p>", ""]
+        lines += [claims_module.evidence_html(c), ""]
     return lines + ["```", ""]
 
 
