@@ -42,7 +42,7 @@ class RankTest:
         how = f"exact over all {self.n_permutations} orderings" if self.exact else \
             f"Monte Carlo over {self.n_permutations} orderings"
         side = {"greater": "agreement", "less": "reversal", "two-sided": "either"}[self.alternative]
-        return f"Kendall tau {self.tau:+.2f} over {self.n} items, permutation p = {self.p_value:.2g} ({side}, {how})"
+        return f"Kendall's τ {self.tau:+.2f} over {self.n} items, permutation p = {self.p_value:.2g} ({side}, {how})"
 
 
 def _pair_signs(values: np.ndarray) -> np.ndarray:
@@ -116,7 +116,7 @@ class RankAgreement:
 
     def __str__(self) -> str:
         item, without = self.most_influential
-        return (f"Kendall tau {self.interval.brief(2)} ({self.interval.level:.0%} percentile bootstrap over test "
+        return (f"Kendall's τ {self.interval.brief(2)} ({self.interval.level:.0%} percentile bootstrap over test "
                 f"samples and seeds); without {item}: {without:+.2f}")
 
 
