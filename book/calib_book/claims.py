@@ -86,7 +86,7 @@ PROSE_FIELDS = ("statement", "evidence", "premise", "correction", "remark")
 def ascii_math(text: str) -> list[str]:
     """The ASCII stand-ins for math (:data:`ASCII_MATH`) in a claim field's ``text``, outside its ``$...$`` math and
     its ```code``` spans, in order; ``[]`` when the text writes its math as math. An unpaired dollar leaves the
-    whole text as text, as the pages read it (:func:`_html_with_math`)."""
+    whole text as text, as the pages read it."""
     text = re.sub(r"`[^`]*`", " ", text)
     parts = text.split("$")
     prose = " ".join(parts[::2]) if len(parts) % 2 == 1 else text
