@@ -283,7 +283,8 @@ def test_the_claim_block_for_the_pdf_is_myst_with_its_statement_and_verdict(ledg
     about, statement, evidence, premise = block[1:]
     assert about.astext() == "About the paper; the computation confirms the verdict. (how it is decided)"
     assert [m.astext() for m in statement.findall(nodes.math)] == ["\\gamma"]
-    assert statement.astext() == "1. the ECE rises with \\gamma & falls * at `K` | [x] ::: end"
+    assert statement.astext() == "1. the ECE rises with \\gamma & falls * at K | [x] ::: end"
+    assert [c.astext() for c in statement.findall(nodes.literal)] == ["K"]                   # a code span is code
     assert evidence.astext() == "Evidence: " + rec.evidence
     assert premise.astext() == "Premise: " + claims.premise_text(rec)
     assert not list(tree.findall(nodes.system_message))

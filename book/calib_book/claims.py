@@ -77,6 +77,8 @@ GREEK_NAMES = ("alpha", "beta", "gamma", "delta", "epsilon", "eps", "zeta", "eta
 #: spelled-out Greek letter ("gamma = 2", not a name such as "gamma-dependent" or a claim's id "fig2-gamma"), a
 #: comparison or arrow (``<=``, ``>=``, ``!=``, ``->``, ``=>``), a subscripted name (``p_y``, ``T_CE``,
 #: ``ECE_{lb}``), a power (``c^2``, ``e^-s``, ``K^(1/rho)``) and ``sqrt(``.
+#:
+#: :meta hide-value:
 ASCII_MATH = re.compile(r"<=|>=|!=|->|=>|\bsqrt\(|(?<!-)\b(?:" + "|".join(GREEK_NAMES) + r")\b(?!-)"
                         r"|\b[A-Za-z]{1,4}_(?:\{|[A-Za-z0-9]{1,5}(?:\b|_))|[\w)\]]\^[\w({-]")
 #: The claim fields a reader sees as prose (the quote is the paper's own words, as its extraction writes them).
@@ -374,15 +376,25 @@ def claim_text(record: Claim) -> str:
             f"{evidence}{premise}")
 
 
-def _html_with_math(text: str) -> str:
-    """HTML of a text whose ``$...$`` are math: each becomes the ``span.math`` Sphinx writes, which MathJax
-    typesets; an unpaired dollar leaves the whole text as text."""
+_CODE_SPAN = re.compile(r"(`[^`]+`)")
+
+
+def text_html(text: str) -> str:
+    """HTML of a claim field's text whose ``$...$`` are math and whose ```...``` are code: each formula becomes the
+    ``span.math`` Sphinx writes, which MathJax typesets, and each code span the ``code.literal`` Sphinx writes; an
+    unpaired dollar leaves the whole text as text (its code spans still code)."""
     parts = text.split("$")
     if len(parts) % 2 == 0:
-        return html.escape(text)
-    return "".join(html.escape(p) if i % 2 == 0 else
+        parts = [text]
+    return "".join(_html_with_code(p) if i % 2 == 0 else
                    f'<span class="math notranslate nohighlight">\\({html.escape(p)}\\)</span>'
                    for i, p in enumerate(parts) if i % 2 == 0 or p.strip())
+
+
+def _html_with_code(text: str) -> str:
+    code = '<code class="docutils literal notranslate"><span class="pre">{}</span></code>'
+    return "".join(code.format(html.escape(p[1:-1])) if p.startswith("`") and p.endswith("`") and len(p) > 1
+                   else html.escape(p) for p in _CODE_SPAN.split(text))
 
 
 def premise_html(record: Claim) -> str:
@@ -392,7 +404,7 @@ def premise_html(record: Claim) -> str:
     if not record.premise:
         return ""
     return (f'<p class="claim-premise"><span class="claim-label">Premise:</span> '
-            f'{_html_with_math(premise_text(record))}</p>')
+            f'{text_html(premise_text(record))}</p>')
 
 
 def evidence_html(record: Claim) -> str:
@@ -401,7 +413,7 @@ def evidence_html(record: Claim) -> str:
     if not record.evidence:
         return ""
     return (f'<p class="claim-evidence"><span class="claim-label">Evidence:</span> '
-            f'{_html_with_math(record.evidence)}</p>')
+            f'{text_html(record.evidence)}</p>')
 
 
 #: The methods page, relative to a chapter's page and to the ledger's pages alike, both one folder deep; every
@@ -421,7 +433,7 @@ def claim_html(record: Claim) -> str:
             f'<span class="claim-outcome">{OUTCOME_WORDS[status_word(record)]}</span>'
             + (f' <a class="claim-method" href="{METHODS_PAGE}" title="How the book decides an empirical claim">'
                f'how it is decided</a>' if record.scale else "") + '</div>'
-            f'<p class="claim-statement">{_html_with_math(record.statement)}</p>'
+            f'<p class="claim-statement">{text_html(record.statement)}</p>'
             + evidence_html(record) + premise_html(record) + "</div>")
 
 
@@ -431,13 +443,20 @@ _MARKDOWN_MARKUP = re.compile(r"([\\`*_{}\[\]<>#+\-!|~$&%:.)])")
 
 
 def _markdown_with_math(text: str) -> str:
-    """MyST of a text whose ``$...$`` are math (as :func:`_html_with_math` reads them): the math kept, the rest
-    escaped and on one line (each run of white space one space); an unpaired dollar leaves the whole text as text."""
+    """MyST of a text whose ``$...$`` are math and ```...``` code (as :func:`text_html` reads them): the math and the
+    code kept, the rest escaped and on one line (each run of white space one space); an unpaired dollar leaves the
+    whole text as text."""
     parts = text.split("$")
     if len(parts) % 2 == 0:
         parts = [text]
-    return "".join(_MARKDOWN_MARKUP.sub(r"\\\1", re.sub(r"\s+", " ", p)) if i % 2 == 0 else f"${p}$"
+    return "".join(_markdown_with_code(re.sub(r"\s+", " ", p)) if i % 2 == 0 else f"${p}$"
                    for i, p in enumerate(parts) if i % 2 == 0 or p.strip())
+
+
+def _markdown_with_code(text: str) -> str:
+    """``text`` escaped for MyST but for its ```...``` code spans, kept as code."""
+    return "".join(p if p.startswith("`") and p.endswith("`") and len(p) > 1
+                   else _MARKDOWN_MARKUP.sub(r"\\\1", p) for p in _CODE_SPAN.split(text))
 
 
 def claim_markdown(record: Claim) -> str:

@@ -107,8 +107,14 @@ def _md_with_math(text: str) -> str:
     parts = " ".join(str(text).split()).split("$")
     if len(parts) % 2 == 0:                         # an unpaired dollar: show it all as text
         return _md(text)
-    return "".join(p.translate(_ESCAPE) if i % 2 == 0 else f"${p}$" for i, p in enumerate(parts)
+    return "".join(_md_with_code(p) if i % 2 == 0 else f"${p}$" for i, p in enumerate(parts)
                    if i % 2 == 0 or p.strip())
+
+
+def _md_with_code(text: str) -> str:
+    """Escape text for MyST but keep its ```...``` code spans as code."""
+    return "".join(p if p.startswith("`") and p.endswith("`") and len(p) > 1 else p.translate(_ESCAPE)
+                   for p in re.split(r"(`[^`]+`)", text))
 
 
 _TEX_COMMAND = re.compile(r"\\[A-Za-z]+|[\^_]\{")
@@ -231,7 +237,8 @@ def _entry(c: claims_module.Claim, heading: str) -> list[str]:
         if text:
             lines += [f"*{label}:* {_md_with_math(text)}", ""]
     if c.scale:
-        lines += [f"*Scale of the runs:* {_md(_scale_text(c.scale))}", ""]
+        lines += [f'<p class="claim-scale"><span class="claim-label">Scale of the runs:</span> '
+                  f'{claims_module.text_html(_scale_text(c.scale))}</p>', ""]
         if c.scale.get("command"):
             lines += [f"*Command that would test it:* `{c.scale['command']}`" if "`" not in str(c.scale["command"])
                       else f"*Command that would test it:* {_md(c.scale['command'])}", ""]
