@@ -171,22 +171,26 @@ def test_claim_math_in_math_or_code_is_not_reported():
     assert rendered_problems(page(heading)).ascii_math == 0                    # a claim's id is a name, not math
 
 
-def test_ascii_math_in_a_chapters_prose_is_counted_but_not_in_the_api_reference():
-    """Issue 47, item 3: the prose of the chapters and the book's pages should write math as math (a title "A
-    larger gamma", a literal "Psi^gamma" in a caption); the API reference names arguments such as ``gamma``. Counted
-    per page (``prose_ascii_math``), not yet a problem: the book's tables and figure labels still hold some."""
-    body = "<article><h2>Exercise 4.5 (A larger gamma)</h2><p>the map Ψ^γ, see <a>prop46-beta</a></p></article>"
+def test_ascii_math_in_a_chapters_prose_is_a_problem_but_not_in_the_api_reference():
+    """Issue 47, item 3: the prose of the chapters and the book's pages writes math as math (a title "A larger
+    gamma", a literal "Psi^gamma" in a caption, "kappa" in a table's cell, "×10^2" in a transcribed caption are
+    problems); the API reference names arguments such as ``gamma``, and a claim's id is a name."""
+    body = ("<article><h2>Exercise 4.5 (A larger gamma)</h2><p>the map Ψ^γ, see <a>prop46-beta</a></p>"
+            "<table><tr><td>kappa</td><td>mean ×10^2</td></tr></table></article>")
     report = browser.PageReport("chapters/04-linear-toy.html")
     browser._check_rendered(report, page(body))
-    assert report.prose_ascii_math == 2, report
+    assert report.prose_ascii_math == 4, report
+    assert report.problems == ["4 line(s) of prose, a table or a caption with ASCII math, e.g. 'gamma' in "
+                               "'Exercise 4.5 (A larger gamma)': write it as $...$ math (a name as `code`)"]
     for name in ("book/api/calib.losses.html", "genindex.html"):
         report = browser.PageReport(name)
         browser._check_rendered(report, page(body))
-        assert report.prose_ascii_math == 0, report
+        assert report.prose_ascii_math == 0 and report.ok, report
     report = browser.PageReport("chapters/04-linear-toy.html")
     browser._check_rendered(report, page("<article><p>a larger <span class='math'><mjx-container>\\gamma"
-                                         "</mjx-container></span>, see <a>prop46-beta</a></p></article>"))
-    assert report.prose_ascii_math == 0, report
+                                         "</mjx-container></span>, see <a>prop46-beta</a>, <code>p_y</code></p>"
+                                         "</article>"))
+    assert report.prose_ascii_math == 0 and report.ok, report
 
 
 # --- layout in Chromium: width at a phone and a desktop, contrast in both themes, console errors -------------

@@ -173,6 +173,24 @@ def test_the_claim_line_reads_as_a_verdict_and_what_the_computation_says(ledger)
     assert "costs $5" in unpaired and "math" not in unpaired.split("claim-statement")[1]
 
 
+def test_a_fields_text_reads_as_text_math_and_code_the_same_everywhere():
+    """One reading of a claim field (``claims.text_runs``) for its block, the ledger's pages, the PDF and the ASCII-math
+    check: code spans first (a dollar inside one is code), then paired dollars as math; a number in e-notation inside
+    math is a power of ten (TeX would set ``1.1e-16`` as a product with an italic e; issue 47, item 3)."""
+    runs = claims.text_runs("gap $\\le 1.1e-16$ and $p = 2e+03$, $x = 1.0e+00$ in `np.sum($x)` at 3e-2")
+    assert runs == [("text", "gap "), ("math", "\\le 1.1 \\times 10^{-16}"), ("text", " and "),
+                    ("math", "p = 2 \\times 10^{3}"), ("text", ", "), ("math", "x = 1.0"), ("text", " in "),
+                    ("code", "np.sum($x)"), ("text", " at 3e-2")]
+    assert claims.text_runs("costs $5 `a` more") == [("text", "costs $5 "), ("code", "a"), ("text", " more")]
+    assert claims.text_runs("$\\mathrm{e1}_{2e3x}$") == [("math", "\\mathrm{e1}_{2e3x}")]       # names stay names
+    html_text = claims.text_html("at $T = 1e-4$, `calib.fit` <b>")
+    assert html_text == ('at <span class="math notranslate nohighlight">\\(T = 1 \\times 10^{-4}\\)</span>, '
+                         '<code class="docutils literal notranslate"><span class="pre">calib.fit</span></code> '
+                         '&lt;b&gt;')
+    assert claims.markdown_with_math("a *b*  $x_1$ `c_d`") == "a \\*b\\* $x_1$ `c_d`"
+    assert claims.ascii_math("`p_y` $p_y$ and `$gamma` but gamma") == ["gamma"]
+
+
 def test_claim_anchor_is_a_valid_html_id():
     assert claims.claim_anchor("mukhoti2020/sec3.3-protocol") == "claim-mukhoti2020-sec3-3-protocol"
 

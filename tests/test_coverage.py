@@ -88,6 +88,7 @@ def test_a_sound_table_passes_and_each_broken_one_fails_its_check():
         "kind 'lemma2' is none of": GOOD[1].replace(",table,", ",lemma2,"),
         "holds '|'": GOOD[1].replace("BLEU and", "BLEU | and"),
         "unpaired '$'": GOOD[1].replace("BLEU", "$BLEU"),
+        "writes math as text ('gamma')": GOOD[1].replace("BLEU and", "BLEU at gamma = 3 and"),    # issue 47, item 3
         "is not a claim id 'paper/name'": GOOD[1].replace(",,needs", ",prop2-closed-form,needs"),
         "in the file of 'mukhoti2020'": GOOD[1].replace("mukhoti2020,table3", "zhou2025,table3"),
         "is not a lower-case id": GOOD[1].replace("table3", "Table 3"),

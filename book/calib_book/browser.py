@@ -793,8 +793,14 @@ def _check_rendered(report: PageReport, dom: str) -> None:
     tex = [line for line in lines if _TEX_DELIMITER.search(line) or _DOLLAR_MATH.search(line)]
     if tex:
         report.problems.append(f"raw TeX in the text: {tex[0].strip()[:100]!r}")
-    if _is_prose_page(report.page):                 # counted, not yet a problem: issue 47 item 3's prose part
-        report.prose_ascii_math = sum(1 for line in lines if claims.ascii_math(line))
+    if _is_prose_page(report.page):                 # issue 47, item 3: the prose writes math as math too
+        prose_ascii = [line for line in lines if claims.ascii_math(line)]
+        report.prose_ascii_math = len(prose_ascii)
+        if prose_ascii:
+            found = claims.ascii_math(prose_ascii[0])
+            report.problems.append(f"{len(prose_ascii)} line(s) of prose, a table or a caption with ASCII math, e.g. "
+                                   f"{', '.join(map(repr, found[:3]))} in {prose_ascii[0].strip()[:100]!r}: write it "
+                                   "as $...$ math (a name as `code`)")
     tables = [line for line in lines if _TABLE_RULE.search(line) or _RAW_TABLE_ROW.match(line)]
     if tables:
         report.problems.append(f"a Markdown table left as text: {tables[0].strip()[:100]!r}")

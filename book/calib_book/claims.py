@@ -85,13 +85,51 @@ ASCII_MATH = re.compile(r"<=|>=|!=|->|=>|\bsqrt\(|(?<!-)\b(?:" + "|".join(GREEK_
 PROSE_FIELDS = ("statement", "evidence", "premise", "correction", "remark")
 
 
+#: A code span of a claim field (its text between two backticks).
+_CODE_SPAN = re.compile(r"(`[^`]+`)")
+#: A number in e-notation as Python prints it (``1.1e-16``, ``2e+03``), not part of a name or a TeX command.
+_E_NOTATION = re.compile(r"(?<![\w\\.])(\d+(?:\.\d+)?)e([-+]?)0*(\d+)\b")
+
+
+def _times_ten(match: re.Match) -> str:
+    mantissa, sign, exponent = match.group(1), match.group(2).replace("+", ""), match.group(3)
+    return mantissa if exponent == "0" else f"{mantissa} \\times 10^{{{sign}{exponent}}}"
+
+
+def text_runs(text: str) -> list[tuple[str, str]]:
+    """A claim field's ``text`` as runs ``(kind, text)`` in order, kind ``"text"``, ``"math"`` or ``"code"``: its
+    ```...``` code spans first (a dollar inside one is code), then in the rest its ``$...$`` formulas, when the
+    dollars outside code pair up; an unpaired dollar leaves all of it outside code as text. A formula's numbers in
+    e-notation (``1.1e-16``, which TeX would set as a product with an italic e) are written as powers of ten
+    (``1.1 \\times 10^{-16}``); empty formulas are dropped. The one reading of a field's math and code that the
+    chapters' blocks, the ledger's pages, the PDF and :func:`ascii_math` share."""
+    pieces = _CODE_SPAN.split(text)
+    paired = sum(piece.count("$") for piece in pieces[::2]) % 2 == 0
+    runs: list[tuple[str, str]] = []
+    in_math = False
+    for index, piece in enumerate(pieces):
+        if index % 2 == 1:                              # a code span (inside a formula it is the formula's text)
+            runs.append(("math" if in_math else "code", piece if in_math else piece[1:-1]))
+            continue
+        parts = piece.split("$") if paired else [piece]
+        for number, part in enumerate(parts):
+            if number:
+                in_math = not in_math
+            runs.append(("math" if in_math else "text", part))
+    merged: list[tuple[str, str]] = []
+    for kind, part in runs:                             # a formula split by a code span is one formula again
+        if merged and kind == merged[-1][0] == "math":
+            merged[-1] = ("math", merged[-1][1] + part)
+        else:
+            merged.append((kind, part))
+    return [(kind, _E_NOTATION.sub(_times_ten, part) if kind == "math" else part) for kind, part in merged
+            if part.strip() or kind == "text" and part]
+
+
 def ascii_math(text: str) -> list[str]:
     """The ASCII stand-ins for math (:data:`ASCII_MATH`) in a claim field's ``text``, outside its ``$...$`` math and
-    its ```code``` spans, in order; ``[]`` when the text writes its math as math. An unpaired dollar leaves the
-    whole text as text, as the pages read it."""
-    text = re.sub(r"`[^`]*`", " ", text)
-    parts = text.split("$")
-    prose = " ".join(parts[::2]) if len(parts) % 2 == 1 else text
+    its ```code``` spans (:func:`text_runs`), in order; ``[]`` when the text writes its math as math."""
+    prose = " ".join(part if kind == "text" else " " for kind, part in text_runs(text))
     return [m.group() for m in ASCII_MATH.finditer(prose)]
 
 
@@ -376,25 +414,15 @@ def claim_text(record: Claim) -> str:
             f"{evidence}{premise}")
 
 
-_CODE_SPAN = re.compile(r"(`[^`]+`)")
-
-
 def text_html(text: str) -> str:
-    """HTML of a claim field's text whose ``$...$`` are math and whose ```...``` are code: each formula becomes the
-    ``span.math`` Sphinx writes, which MathJax typesets, and each code span the ``code.literal`` Sphinx writes; an
-    unpaired dollar leaves the whole text as text (its code spans still code)."""
-    parts = text.split("$")
-    if len(parts) % 2 == 0:
-        parts = [text]
-    return "".join(_html_with_code(p) if i % 2 == 0 else
-                   f'<span class="math notranslate nohighlight">\\({html.escape(p)}\\)</span>'
-                   for i, p in enumerate(parts) if i % 2 == 0 or p.strip())
-
-
-def _html_with_code(text: str) -> str:
+    """HTML of a claim field's text whose ``$...$`` are math and whose ```...``` are code (:func:`text_runs`): each
+    formula becomes the ``span.math`` Sphinx writes, which MathJax typesets, and each code span the
+    ``code.literal`` Sphinx writes."""
     code = '<code class="docutils literal notranslate"><span class="pre">{}</span></code>'
-    return "".join(code.format(html.escape(p[1:-1])) if p.startswith("`") and p.endswith("`") and len(p) > 1
-                   else html.escape(p) for p in _CODE_SPAN.split(text))
+    math = '<span class="math notranslate nohighlight">\\({}\\)</span>'
+    forms = {"text": html.escape, "code": lambda part: code.format(html.escape(part)),
+             "math": lambda part: math.format(html.escape(part))}
+    return "".join(forms[kind](part) for kind, part in text_runs(text))
 
 
 def premise_html(record: Claim) -> str:
@@ -442,21 +470,13 @@ def claim_html(record: Claim) -> str:
 _MARKDOWN_MARKUP = re.compile(r"([\\`*_{}\[\]<>#+\-!|~$&%:.)])")
 
 
-def _markdown_with_math(text: str) -> str:
-    """MyST of a text whose ``$...$`` are math and ```...``` code (as :func:`text_html` reads them): the math and the
-    code kept, the rest escaped and on one line (each run of white space one space); an unpaired dollar leaves the
-    whole text as text."""
-    parts = text.split("$")
-    if len(parts) % 2 == 0:
-        parts = [text]
-    return "".join(_markdown_with_code(re.sub(r"\s+", " ", p)) if i % 2 == 0 else f"${p}$"
-                   for i, p in enumerate(parts) if i % 2 == 0 or p.strip())
-
-
-def _markdown_with_code(text: str) -> str:
-    """``text`` escaped for MyST but for its ```...``` code spans, kept as code."""
-    return "".join(p if p.startswith("`") and p.endswith("`") and len(p) > 1
-                   else _MARKDOWN_MARKUP.sub(r"\\\1", p) for p in _CODE_SPAN.split(text))
+def markdown_with_math(text: str, escape=lambda part: _MARKDOWN_MARKUP.sub(r"\\\1", part)) -> str:
+    """MyST of a text whose ``$...$`` are math and ```...``` code (:func:`text_runs`): the math and the code kept, the
+    rest escaped by ``escape`` (by default every character MyST could read as markup) and on one line (each run
+    of white space one space)."""
+    forms = {"text": lambda part: escape(re.sub(r"\s+", " ", part)), "code": lambda part: f"`{part}`",
+             "math": lambda part: f"${part}$"}
+    return "".join(forms[kind](part) for kind, part in text_runs(text))
 
 
 def claim_markdown(record: Claim) -> str:
@@ -467,11 +487,11 @@ def claim_markdown(record: Claim) -> str:
     lines = [f"~~~{{admonition}} `{record.id}`: {record.verdict}",        # a ``` fence's title takes no backtick
              f":class: claim-line claim-{status_word(record).lower()} verdict-{record.verdict}", "",
              f"*About the {record.about}; {OUTCOME_WORDS[status_word(record)]}.*{method}", "",
-             _markdown_with_math(record.statement)]
+             markdown_with_math(record.statement)]
     if record.evidence:
-        lines += ["", f"**Evidence:** {_markdown_with_math(record.evidence)}"]
+        lines += ["", f"**Evidence:** {markdown_with_math(record.evidence)}"]
     if record.premise:
-        lines += ["", f"**Premise:** {_markdown_with_math(premise_text(record))}"]
+        lines += ["", f"**Premise:** {markdown_with_math(premise_text(record))}"]
     return "\n".join(lines + ["~~~"])
 
 

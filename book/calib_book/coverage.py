@@ -171,6 +171,10 @@ def table_problems(items: list[Item], paper: str | None = None) -> list[str]:
                                 "the page; write \\lvert x \\rvert, \\Vert or 'abs' instead.")
             if text.count("$") % 2:
                 problems.append(f"{where}: the {column} column has an unpaired '$'; close its math.")
+            elif claims_module.ascii_math(text):
+                problems.append(f"{where}: the {column} column writes math as text "
+                                f"({', '.join(map(repr, claims_module.ascii_math(text)))}); write it as $...$ "
+                                "(e.g. $\\gamma = 3$) or a name as `code`.")
         bad = [i for i in it.ids if not _CLAIM_ID.match(i)]
         if bad:
             problems.append(f"{where}: {', '.join(map(repr, bad))} {'is' if len(bad) == 1 else 'are'} not a claim "

@@ -102,19 +102,10 @@ def _md(text: str) -> str:
 
 
 def _md_with_math(text: str) -> str:
-    """Escape text for MyST but keep its ``$...$`` math (the book's statements and corrections), when the dollars
-    pair up; the whole text, however long, with no cut: a formula is never split."""
-    parts = " ".join(str(text).split()).split("$")
-    if len(parts) % 2 == 0:                         # an unpaired dollar: show it all as text
-        return _md(text)
-    return "".join(_md_with_code(p) if i % 2 == 0 else f"${p}$" for i, p in enumerate(parts)
-                   if i % 2 == 0 or p.strip())
-
-
-def _md_with_code(text: str) -> str:
-    """Escape text for MyST but keep its ```...``` code spans as code."""
-    return "".join(p if p.startswith("`") and p.endswith("`") and len(p) > 1 else p.translate(_ESCAPE)
-                   for p in re.split(r"(`[^`]+`)", text))
+    """Escape text for a MyST table cell but keep its ``$...$`` math and its ```...``` code (the book's statements
+    and corrections; :func:`calib_book.claims.text_runs`), on one line; the whole text, however long, with no cut:
+    a formula is never split."""
+    return claims_module.markdown_with_math(" ".join(str(text).split()), escape=lambda part: part.translate(_ESCAPE))
 
 
 _TEX_COMMAND = re.compile(r"\\[A-Za-z]+|[\^_]\{")
@@ -330,7 +321,7 @@ def ledger_page(records: list[claims_module.Claim], order: list[str]) -> str:
         summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
         out += [f"### {PAPERS.get(paper, paper)}", "", f"{len(mine)} claims: {summary}.", ""]
         for c in mine:
-            where = f" · {_md(c.where)}" if c.where else ""
+            where = f" · {_md_with_math(c.where)}" if c.where else ""
             out += _entry(c, f"**{_md(c.id)}**{where}")
     if not records:
         out.append("No claims were recorded: run `calib book run` first.")
@@ -359,7 +350,7 @@ def errata_page(records: list[claims_module.Claim]) -> str:
         for paper in _paper_order(mine):
             out += [f"### {PAPERS.get(paper, paper)}", ""]
             for c in (c for c in mine if c.paper == paper):
-                out += _entry(c, f"**{_md(c.where) or _md(c.id)}** ({_md(c.id)})")
+                out += _entry(c, f"**{_md_with_math(c.where) or _md(c.id)}** ({_md(c.id)})")
     if not wrong:
         out.append("No statement has been found wrong so far.")
     return "\n".join(out) + "\n"
@@ -388,7 +379,7 @@ def reproduction_page(records: list[claims_module.Claim]) -> str:
         if group:
             out += [f"## {title}", "", meaning, ""]
             out += [line for c in group for line in _entry(c, f"**{_md(c.id)}**"
-                                                              + (f" · {_md(c.where)}" if c.where else ""))]
+                                                              + (f" · {_md_with_math(c.where)}" if c.where else ""))]
     if not mine:
         out.append("Every empirical statement the chapters test was confirmed.")
     return "\n".join(out) + "\n"
@@ -401,7 +392,8 @@ def released_code_page(records: list[claims_module.Claim]) -> str:
            f"What the chapters found in the authors' released code ({len(mine)} note{'s' if len(mine) != 1 else ''}). "
            "The released code is not the paper: a difference between them is reported here, never as an erratum of "
            "the paper.", ""]
-    out += [line for c in mine for line in _entry(c, f"**{_md(c.id)}**" + (f" · {_md(c.where)}" if c.where else ""))]
+    out += [line for c in mine
+            for line in _entry(c, f"**{_md(c.id)}**" + (f" · {_md_with_math(c.where)}" if c.where else ""))]
     if not mine:
         out.append("No claim about the released code has been recorded.")
     return "\n".join(out) + "\n"
