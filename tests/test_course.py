@@ -3,9 +3,11 @@ tests' verdicts (a right answer is never rejected for rounding), the leak scan o
 wheel with a control, and the book locator (calib_book.paths) from a student's folder."""
 
 import json
+import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -335,6 +337,95 @@ def test_a_submission_that_kills_its_kernel_scores_zero_with_a_note(built, tmp_p
                                for label in _none_but()}
     assert result.notes == ("the kernel died in code cell 2 (os._exit, exit(), a crash or no memory left): the "
                             "answers are lost, the submission scores 0",)
+
+
+def _processes_below(pid: int) -> dict[int, str]:
+    """The processes below ``pid`` (its children, theirs, ...) and their command lines, read from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])      # the field after "pid (name) state"
+        except (OSError, IndexError, ValueError):                            # a process that ended meanwhile
+            continue
+        children.setdefault(parent, []).append(int(stat.parent.name))
+    found, todo = {}, list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        try:
+            found[child] = (Path("/proc") / str(child) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        todo += children.get(child, [])
+    return found
+
+
+def _processes_in(folder: Path) -> list[int]:
+    """The processes whose working directory is ``folder`` or below it (what a kernel started there keeps)."""
+    found = []
+    for cwd in Path("/proc").glob("[0-9]*/cwd"):
+        try:
+            if Path(os.readlink(cwd)).is_relative_to(folder):
+                found.append(int(cwd.parent.name))
+        except OSError:                                                      # ended meanwhile, or not ours to read
+            continue
+    return found
+
+
+#: A loop that swallows the interrupt: grade() ends its kernel after INTERRUPT_GRACE_S.
+IGNORES_THE_INTERRUPT = ("import time\nwhile True:\n    try:\n        time.sleep(0.05)\n"
+                         "    except KeyboardInterrupt:\n        pass\n")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads the process tree from /proc (Linux)")
+@pytest.mark.parametrize("ending", ["answers collected", "interrupt ignored", "kernel died"])
+def test_a_grading_leaves_no_kernel_and_no_temporary_file_behind(built, tmp_path, monkeypatch, ending):
+    """Before: nbclient shuts down only a kernel whose manager it made itself, and grade() gives it one, so every
+    grading left its kernel running, a sleeping child of the grader (eight at once in a test worker), with its
+    connection file in the temporary folder, on every ending. Now no kernel of a grading outlives the call, and of
+    the temporary files it made (its folder, the hidden tests' folder, the connection file) none is left."""
+    monkeypatch.setattr(course, "INTERRUPT_GRACE_S", 2)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))     # where grade() and jupyter_client make their files
+    answered = _answer_cell("ex-multiclass-entropy")
+    cells, points = {"answers collected": ([answered], _none_but("ex-multiclass-entropy")),
+                     "interrupt ignored": ([answered, IGNORES_THE_INTERRUPT], _none_but()),
+                     "kernel died": ([answered, "import os\nos._exit(0)"], _none_but())}[ending]
+    before = _processes_below(os.getpid())
+    result = _grade_cells(built, tmp_path, cells, cell_timeout=scaled(3))
+    assert result.points == points, result.notes
+    kernels_left = {pid: line for pid, line in _processes_below(os.getpid()).items()
+                    if "ipykernel" in line and pid not in before}
+    assert kernels_left == {}
+    assert sorted(p.name for p in scratch.iterdir()) == []
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads the process tree from /proc (Linux)")
+def test_otter_run_past_its_time_limit_leaves_no_process_and_no_temporary_folder_behind(built, tmp_path,
+                                                                                          monkeypatch):
+    """The self-test's second grader, otter's own runner, stopped at NOTEBOOK_TIMEOUT_S. Before: only the otter
+    process was killed; its temporary folder (a copy of the autograder, hidden tests included) stayed in $TMPDIR.
+    Now otter runs in a process group of its own, which is killed, with its temporary files in the submission's
+    folder, which its caller removes; its kernel ends with it."""
+    monkeypatch.setattr(course, "NOTEBOOK_TIMEOUT_S", scaled(15))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))                  # the $TMPDIR otter would inherit
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import time\nwhile True:\n    time.sleep(0.05)")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, folder / f"{GRADED}.ipynb")
+    before = _processes_below(os.getpid())
+    with pytest.raises(subprocess.TimeoutExpired):
+        course._otter_run(built / "autograder" / f"{GRADED}.zip", folder / f"{GRADED}.ipynb", Path(sys.executable),
+                          folder)
+    assert {pid: line for pid, line in _processes_below(os.getpid()).items() if pid not in before} == {}
+    deadline = time.monotonic() + scaled(5)                      # an orphaned kernel notices its parent is gone
+    while _processes_in(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _processes_in(tmp_path) == []
+    assert sorted(p.name for p in scratch.iterdir()) == []
 
 
 #: A submission that reads the hidden tests from disk (otter run copied them to tests/ beside it) and answers with

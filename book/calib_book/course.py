@@ -833,16 +833,33 @@ class SelfTestRow:
 
 def _otter_run(autograder_zip: Path, submission: Path, python: Path, folder: Path) -> float:
     """The points otter's own runner (``otter run``, no Docker) gives ``submission`` in the environment of
-    ``python``: it copies the hidden tests beside the submission and runs them in its kernel."""
+    ``python``: it copies the hidden tests beside the submission and runs them in its kernel. otter runs in a
+    process group of its own, with its temporary files in ``folder`` (which the caller removes): past
+    :data:`NOTEBOOK_TIMEOUT_S` (or on any error while it waits) the group is killed and ``subprocess.TimeoutExpired``
+    (or the error) is raised; otter's kernel, in a session of its own, ends within a second of otter (ipykernel
+    watches its parent)."""
     import os
+    import signal
     import subprocess
 
     out = folder / "otter-out"
     out.mkdir(parents=True, exist_ok=True)
     environment = {k: v for k, v in os.environ.items() if k not in _KERNEL_ENVIRONMENT_DROPPED}
     environment["PATH"] = f"{Path(python).parent}{os.pathsep}{environment.get('PATH', '')}"
-    subprocess.run([str(python), "-m", "otter", "run", "-a", str(autograder_zip), "-o", str(out), str(submission)],
-                   capture_output=True, text=True, cwd=folder, env=environment, timeout=NOTEBOOK_TIMEOUT_S)
+    # otter's temporary folder (and its kernel's connection file) inside ``folder``, which its caller removes: a
+    # killed otter removes neither
+    scratch = folder / "otter-tmp"
+    scratch.mkdir(exist_ok=True)
+    environment["TMPDIR"] = str(scratch)
+    command = [str(python), "-m", "otter", "run", "-a", str(autograder_zip), "-o", str(out), str(submission)]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=folder,
+                          env=environment, start_new_session=True) as otter:
+        try:
+            otter.communicate(timeout=NOTEBOOK_TIMEOUT_S)
+        except BaseException:
+            # otter is not reaped yet, so its group id is still its own: the kill reaches no other process
+            os.killpg(otter.pid, signal.SIGKILL)
+            raise
     results = json.loads((out / "results.json").read_text())
     return float(sum(test.get("score", 0) or 0 for test in results.get("tests", [])))
 
@@ -1320,7 +1337,12 @@ def _execute_submission(submission: Path, variables: list[str], folder: Path, ce
     environment = {k: v for k, v in os.environ.items() if k not in _KERNEL_ENVIRONMENT_DROPPED}
     if python is not None:
         environment["PATH"] = f"{Path(python).parent}{os.pathsep}{environment.get('PATH', '')}"
-    with client.setup_kernel(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment, cwd=str(folder)):
+    # cleanup_kc: nbclient shuts down only a kernel whose manager it made itself, and this one is given its manager
+    # (_kernel_manager); without it every grading left its kernel alive, a sleeping child of the grader, on every
+    # path (answers collected, a timeout, an exception), and a dead kernel's connection file. The shutdown kills the
+    # kernel's process group (a live kernel's: what a dead one started is out of reach, as grade() says).
+    with client.setup_kernel(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment, cwd=str(folder),
+                             cleanup_kc=True):
         code = [(index, cell) for index, cell in enumerate(nb.cells) if cell.cell_type == "code"
                 and "otter_ignore" not in cell.get("metadata", {}).get("tags", [])]
         for number, (index, cell) in enumerate(code, 1):
