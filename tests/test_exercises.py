@@ -286,3 +286,91 @@ def test_every_valid_lower_entropy_construction_is_accepted():
     wrong_class = list(examples[0])
     wrong_class[5] = float((wrong_class[5] + 1) % 4)
     assert not ch02._focal_optimum_lowers_entropy(wrong_class)
+
+
+class _ThroughTheNotebook(Exception):
+    """What the test below's stand-in for ``as_in_the_notebook`` raises: the function it was given, not run."""
+
+
+def test_the_key_computes_with_torch_only_under_the_notebooks_kernels(monkeypatch):
+    """Issue 46: a key part computed by torch in the process that builds the key (``calib book course``: torch's
+    native kernels, AVX-512 here) differs from a right submission's (the notebook pins AVX2): chapter 00's twelve
+    small trainings moved its intervals in the 3rd digit, and a right chapter-00 notebook scored 4 of 10 (chapter
+    08's, 13 of 19). Every part of every exercise is computed here with each module's ``as_in_the_notebook``
+    replaced by a stand-in that stops there and any torch call outside it refused: a part computes without torch or
+    gets its torch computations from ``as_in_the_notebook``. The keys' lru caches are fresh for the test (a value
+    computed earlier in the session would hide the path), and the session's are restored after it."""
+    import functools
+    import importlib
+    import pkgutil
+
+    from torch.overrides import TorchFunctionMode
+
+    from calib_book import answers
+    from calib_book.answers import common
+
+    through, original = [], common.as_in_the_notebook
+
+    def stand_in(function, *args):
+        through.append(function.__name__)
+        raise _ThroughTheNotebook(function.__name__)
+
+    for info in pkgutil.iter_modules(answers.__path__):
+        module = importlib.import_module(f"{answers.__name__}.{info.name}")
+        for name, value in list(vars(module).items()):
+            if value is original:
+                monkeypatch.setattr(module, name, stand_in)
+            elif hasattr(value, "cache_clear") and getattr(value, "__module__", None) == module.__name__:
+                monkeypatch.setattr(module, name, functools.lru_cache(maxsize=None)(value.__wrapped__))
+
+    calls = []
+
+    class RefuseTorch(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            calls.append(getattr(func, "__name__", repr(func)))
+            raise AssertionError(f"torch.{calls[-1]} in the key's process")
+
+    outside, pinned = [], set()
+    for label, exercise in answers.EXERCISES.items():
+        for part, spec in exercise.parts.items():
+            before = len(calls)
+            try:
+                with RefuseTorch():
+                    spec.compute()
+            except _ThroughTheNotebook:
+                pinned.add(label)
+            except AssertionError as exc:
+                outside.append((label, part, str(exc)))
+            if len(calls) > before and (not outside or outside[-1][:2] != (label, part)):
+                outside.append((label, part, f"torch.{calls[before]}, its refusal caught"))
+    assert not outside, outside
+    # the key's trainings (and its float64 autograd) are among them: the stand-in was reached
+    assert {"ch00-ex-focal-3", "ch00-ex-ece-grid", "ch00-ex-secondary", "ch08-ex-sbece-train", "ch08-ex-beta",
+            "ex-ch09-ifl-train", "ch10-ex-new-loss"} <= pinned, sorted(pinned)
+    assert "_train_ch00_runs" in through
+
+
+def test_as_in_the_notebook_runs_a_function_under_the_pinned_kernels_from_a_native_process():
+    """``as_in_the_notebook`` called in a process whose torch runs its native kernels (no AVX2 pin, as `calib book
+    course` and otter's grading process run) computes in a fresh process pinned as the notebooks are: the variables
+    of CPU_ISA_VARIABLES set there, and torch dispatching to AVX2 where the native process chose AVX-512."""
+    import json
+    import subprocess
+    import sys
+
+    from calib._reproducible import CPU_ISA_VARIABLES
+
+    environ = {k: v for k, v in os.environ.items() if k not in CPU_ISA_VARIABLES and k != "CALIB_CPU_ISA"}
+    environ["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    code = ("import json, torch\n"
+            "from calib._reproducible import cpu_kernel_setting\n"
+            "from calib_book.answers.common import as_in_the_notebook\n"
+            "print(json.dumps([cpu_kernel_setting(), as_in_the_notebook(cpu_kernel_setting)]))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environ,
+                          timeout=scaled(300))
+    assert done.returncode == 0, done.stderr[-2000:]
+    native, pinned = json.loads(done.stdout.strip().splitlines()[-1])
+    assert all(native["variables"][k] is None for k in CPU_ISA_VARIABLES)
+    assert {k: pinned["variables"][k] for k in CPU_ISA_VARIABLES} == CPU_ISA_VARIABLES
+    if native["capability"].startswith("AVX512"):
+        assert pinned["capability"] == "AVX2"

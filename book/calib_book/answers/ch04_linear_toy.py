@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 
-from calib_book.answers.common import sympy_module
+from calib_book.answers.common import as_in_the_notebook, sympy_module
 from calib_book.answers.registry import Expected, register
 
 
@@ -41,7 +41,12 @@ def _separable_margin():
 @functools.lru_cache(maxsize=None)
 def _stationary_gradients():
     """Autograd gradients of the focal (gamma = 1) and cross-entropy risks at focal loss's solution on the seed-0
-    draw."""
+    draw, computed under the notebook's torch kernels (:func:`as_in_the_notebook`)."""
+    return as_in_the_notebook(_compute_stationary_gradients)
+
+
+def _compute_stationary_gradients():
+    """:func:`_stationary_gradients`, in this process."""
     import torch
 
     from calib.data import make_linear_toy

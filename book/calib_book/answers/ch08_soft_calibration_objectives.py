@@ -143,6 +143,23 @@ def _ch08_avuc_init(part):
     """ch08-ex-avuc-init on 200 near-uniform logits (0.05 x standard normal, float64, and labels, both from
     ``torch.Generator().manual_seed(0)``), kappa = log(10) / 2: AvUC's value, or the verdict on the mean change of
     the correctly classified samples' confidence after one step of 0.1 along the gradient scaled to max-norm 1."""
+    return _ch08_avuc_init_parts()[part]
+
+
+@functools.lru_cache(maxsize=None)
+def _ch08_avuc_init_parts():
+    """:func:`_ch08_avuc_init`'s three parts, computed in one process under the notebook's torch kernels
+    (:func:`as_in_the_notebook`)."""
+    return as_in_the_notebook(_compute_avuc_init_parts, ("avuc", "confidence_avuc", "confidence_gs"))
+
+
+def _compute_avuc_init_parts(parts):
+    """:func:`_ch08_avuc_init_parts`, in this process."""
+    return {part: _compute_avuc_init(part) for part in parts}
+
+
+def _compute_avuc_init(part):
+    """:func:`_ch08_avuc_init` of ``part``, in this process."""
     import numpy as np
     import torch
 

@@ -6,11 +6,23 @@ from __future__ import annotations
 
 import functools
 
-from calib_book.answers.common import OneTorchThread
+from calib_book.answers.common import OneTorchThread, as_in_the_notebook
 from calib_book.answers.registry import Expected, interval_claim, parameter, register, verdict_claim, verdict_of
 
 
 def _ch09_au_exact(n=10, kappa=0.4):
+    """The AU loss's weights (``cdf="exact"``) of ``n`` descending scores, computed under the notebook's torch
+    kernels (:func:`as_in_the_notebook`), once a process (a fresh copy each call)."""
+    return _ch09_au_exact_once(n, kappa).copy()
+
+
+@functools.lru_cache(maxsize=None)
+def _ch09_au_exact_once(n, kappa):
+    return as_in_the_notebook(_compute_au_exact, n, kappa)
+
+
+def _compute_au_exact(n, kappa):
+    """:func:`_ch09_au_exact`, in this process."""
     import torch
 
     from calib.losses import au_weights
@@ -107,7 +119,13 @@ def _ch09_ifl_runs(gamma, seeds=(0, 1, 2), steps=100):
     """ex-ch09-ifl-train's runs: per seed, the test ECE (15 equal-width bins) and over-confidence (mean confidence
     minus accuracy) of an MLP 20-32-10 trained by full-batch Adam (lr 1e-2, 100 steps) with inverse focal loss
     (gamma = 0: cross-entropy) on the first 1,000 of the stand-in problem's 4,000 training points (the chapter's quick
-    profile), scored on the first 5,000 of its 10,000 test points."""
+    profile), scored on the first 5,000 of its 10,000 test points; trained under the notebook's torch kernels
+    (:func:`as_in_the_notebook`)."""
+    return as_in_the_notebook(_train_ifl_runs, gamma, seeds, steps)
+
+
+def _train_ifl_runs(gamma, seeds, steps):
+    """:func:`_ch09_ifl_runs`, in this process."""
     import numpy as np
     import torch
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 
-from calib_book.answers.common import OneTorchThread, benchmark_runs
+from calib_book.answers.common import OneTorchThread, as_in_the_notebook, benchmark_runs
 from calib_book.answers.registry import Expected, choice, interval_claim, register, verdict_claim, verdict_of
 
 
@@ -50,7 +50,13 @@ _CH10_SMALL = dict(data="fashion-mnist", model="mlp-256-256", epochs=10, milesto
 @functools.lru_cache(maxsize=None)
 def _ch10_small_ece(loss, seeds=(0, 1, 2)):
     """Per seed, the test ECE (15 equal-width bins) of ``loss`` on ch10-ex-new-loss's small recipe, without a map and
-    after temperature scaling fitted by validation NLL (``ts-nll``): ``{"none": [...], "ts-nll": [...]}``."""
+    after temperature scaling fitted by validation NLL (``ts-nll``): ``{"none": [...], "ts-nll": [...]}``; trained
+    under the notebook's torch kernels (:func:`as_in_the_notebook`)."""
+    return as_in_the_notebook(_train_small_ece, loss, seeds)
+
+
+def _train_small_ece(loss, seeds):
+    """:func:`_ch10_small_ece`, in this process."""
     import tempfile
 
     from calib import metrics
