@@ -73,7 +73,7 @@ def test_the_chapter_two_and_three_answers_are_the_closed_forms():
     decimals = check("ex-g-gamma-one", threshold=np.exp(-1), argmax=np.exp(-2), maximum=1 + np.exp(-2), quiet=True)
     assert [part.verdict for part in decimals.parts] == ["close"] * 3
     assert not check("ex-g-gamma-one", threshold=0.4, quiet=True)      # "p0 = 0.4 for gamma = 1" is the paper's
-    # the syllabus's and README's example: four-digit answers are close, not right
+    # the README's example: four-digit answers are close, not right
     example = check("ex-g-gamma-one", threshold=0.3679, argmax=0.1353, maximum=1.1353, quiet=True)
     assert [part.verdict for part in example.parts] == ["close"] * 3
     gamma = sp.Symbol("gamma", nonnegative=True)
