@@ -18,6 +18,7 @@ def _ch09_au_exact(n=10, kappa=0.4):
 
 @functools.lru_cache(maxsize=None)
 def _ch09_au_exact_once(n, kappa):
+    """:func:`_ch09_au_exact`'s weights, kept for the process."""
     return as_in_the_notebook(_compute_au_exact, n, kappa)
 
 
