@@ -26,7 +26,7 @@ PY=python3
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 [ -d .gpu-carry/fashion-mnist ] && export CALIB_DATA="$PWD/.gpu-carry"
 if [ -f .gpu-carry/provenance.json ]; then      # the commit of the code that travelled (the copy has no .git)
-  eval "$($PY -c 'import json; p = json.load(open(".gpu-carry/provenance.json")); print(f"export CALIB_GIT_COMMIT={p[\"git_commit\"]} CALIB_GIT_DIRTY={int(p[\"git_dirty\"])}")')"
+  eval "$($PY -c 'import json; p = json.load(open(".gpu-carry/provenance.json")); print("export CALIB_GIT_COMMIT=%s CALIB_GIT_DIRTY=%d" % (p["git_commit"], p["git_dirty"]))')"
 fi
 mkdir -p "$OUT"
 {
