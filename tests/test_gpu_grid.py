@@ -181,3 +181,35 @@ def test_runs_are_packed_into_archives_of_bounded_size_and_out_says_when_it_is_f
     with tarfile.open(out / "runs-2.tar.gz") as tar:
         assert sorted(tar.getnames()) == sorted(f"m/ce/seed{s}/{f}" for s in (2, 3) for f in gpu_grid.KEPT)
     assert sorted(p.name for p in out.iterdir()) == ["runs-1.tar.gz", "runs-2.tar.gz"]      # no temporary left
+
+
+def test_the_first_guess_is_the_stored_runs_measured_epoch_when_there_are_any(tmp_path):
+    """Issue 44: the throughput table guessed 846 s for a 60-epoch ResNet-20 that took 290-459 s, so a default
+    session planned no grid run; the stored runs' own epochs (of the device's kind, evaluation diagnostics) come
+    first."""
+    def stored(rel, **meta):
+        run = tmp_path / rel
+        run.mkdir(parents=True)
+        (run / "meta.json").write_text(json.dumps({"finished": True, "diagnostics": "eval", **meta}))
+
+    assert gpu_grid.stored_epoch_seconds(tmp_path, "cuda") is None
+    stored("tuning/a/ce/seed100", device="cuda", epochs_done=30, wall_time_s=150.0)
+    stored("tuning/a/ce/seed101", device="cuda", epochs_done=60, wall_time_s=420.0)
+    stored("tuning/b/ce/seed100", device="cuda", epochs_done=30, wall_time_s=180.0)
+    stored("tuning/c/ce/seed100", device="cpu", epochs_done=2, wall_time_s=1000.0)        # another kind
+    stored("tuning/d/ce/seed100", device="cuda", epochs_done=2, wall_time_s=1000.0, diagnostics="full")
+    stored("tuning/e/ce/seed100", device="cuda", epochs_done=3, wall_time_s=1000.0, finished=False)
+    assert gpu_grid.stored_epoch_seconds(tmp_path, "cuda:0") == pytest.approx(6.0)       # median of 5, 7, 6
+    table = {"rows": [{"loop": "calib", "runs": 8, "precision": "bf16", "per_run": 5929.0}]}
+    assert gpu_grid.first_guess("cuda", table, 8, 55000, 6.0)["epoch_s"] == 6.0
+    assert gpu_grid.first_guess("cuda", table, 8, 55000)["epoch_s"] == pytest.approx(
+        gpu_grid.EVAL_OVERHEAD * 55000 / 5929.0)
+
+
+def test_the_stored_resnet_runs_give_a_first_guess_near_their_measured_time():
+    """The tuning runs stored in book/results (issue 44's first session): 60 epochs at about 5-8 s an epoch."""
+    root = Path(__file__).resolve().parents[1] / "book" / "results" / "10-benchmark" / "resnet"
+    epoch_s = gpu_grid.stored_epoch_seconds(root, "cuda")
+    assert epoch_s is not None and 3.0 < epoch_s < 9.0
+    assert gpu_grid.estimate_seconds({"config": {"epochs": 60, "diagnostics": "eval"}}, [],
+                                     gpu_grid.first_guess("cuda", None, 8, 55000, epoch_s)) < 600

@@ -159,16 +159,41 @@ def estimate_seconds(item: dict, trained: list, guess: dict) -> float:
     return SAFETY * (overhead_s + epochs * epoch_s)
 
 
-def first_guess(device: str, table: dict | None, k: int, n_train: int) -> dict:
-    """The cost of an epoch and a run's set-up before any run has finished: from the throughput table's images/s
-    per run at ``k`` runs at once (bf16), else a conservative default (1.5 s an epoch on CUDA for one or two runs at
-    once, more for more)."""
+def stored_epoch_seconds(root: Path, device: str) -> float | None:
+    """The median seconds an epoch took in the finished runs stored under ``root`` (their meta.json: ``wall_time_s``
+    over ``epochs_done``, evaluation diagnostics only) that trained on a device of ``device``'s kind (``cuda``,
+    ``cpu``); None without any. They were measured with as many runs at once as their session's throughput table
+    chose, so they overestimate a session that trains fewer at once."""
+    import statistics
+
+    kind = device.split(":")[0]
+    costs = []
+    for meta in sorted(Path(root).glob("**/meta.json")):
+        try:
+            record = json.loads(meta.read_text())
+        except (OSError, ValueError):
+            continue
+        if (record.get("finished") and record.get("diagnostics") == "eval" and record.get("epochs_done")
+                and str(record.get("device", "")).split(":")[0] == kind and record.get("wall_time_s")):
+            costs.append(float(record["wall_time_s"]) / int(record["epochs_done"]))
+    return statistics.median(costs) if costs else None
+
+
+def first_guess(device: str, table: dict | None, k: int, n_train: int, stored_epoch_s: float | None = None) -> dict:
+    """The cost of an epoch and a run's set-up before any run of this session has finished: the stored runs'
+    measured epoch (:func:`stored_epoch_seconds`) where there are any, else the throughput table's images/s per run at
+    ``k`` runs at once (bf16), else a conservative default (1.5 s an epoch on CUDA for one or two runs at once, more
+    for more). The table alone guessed 846 s for a 60-epoch ResNet-20 at 8 runs at once on an H200, which took
+    290-459 s (issue 44's tuning session): twice too slow, so that a session's default budget planned no grid run."""
     rate = None
     if table:
         rows = {(r["runs"], r["precision"]): r["per_run"] for r in table["rows"] if r["loop"] == "calib"}
         rate = rows.get((k, "bf16")) or rows.get((k, "fp32"))
     cuda = device.startswith("cuda")
-    epoch_s = EVAL_OVERHEAD * n_train / rate if rate else (1.5 * max(1.0, k / 2) if cuda else 5.0)
+    if stored_epoch_s is not None:
+        epoch_s = stored_epoch_s
+    else:
+        epoch_s = EVAL_OVERHEAD * n_train / rate if rate else (1.5 * max(1.0, k / 2) if cuda else 5.0)
     return {"epoch_s": epoch_s, "overhead_s": 12.0 if cuda else 3.0}
 
 
@@ -511,8 +536,12 @@ def run(args) -> int:
         tune = [item for item in tune if item["seed"] == min(i["seed"] for i in tune)]
     stored_root = Path(grid[0]["out"]).parents[2]
     n_train = int(tune[0]["config"]["train_subset"] or 55000)
+    measured = stored_epoch_seconds(stored_root, args.device)
+    guess = first_guess(args.device, table, k, n_train, measured)
+    log(f"first guess: {guess['epoch_s']:.2f} s an epoch, from "
+        + ("the stored runs' measured epochs" if measured is not None else "the throughput table or the default"))
     plan_base = {"deadline": deadline, "work": str(work_dir), "out": str(out), "store_root": str(stored_root),
-                 "guess": first_guess(args.device, table, k, n_train), "threads": 1 if args.tiny else None}
+                 "guess": guess, "threads": 1 if args.tiny else None}
     hard_stop = deadline + args.grace_s
     everything, stored_before = [], 0
     try:
