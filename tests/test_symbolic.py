@@ -229,3 +229,20 @@ def test_every_displayed_label_prints_as_written():
                 assert sp.latex(eq).startswith(d.labels[key] + " = "), (name, key, sp.latex(eq)[:80])
                 checked += 1
     assert checked > 100
+
+
+def test_zhou_focal_weight_slope_is_negative_for_every_positive_gamma():
+    """Zhou et al. (2025), Sec. 3.1: the focal weight (1-p)^gamma falls in p for every gamma > 0, not only
+    gamma >= 1; its slope matches a central difference, and gamma = 0 (cross-entropy) leaves it flat."""
+    d = symbolic.reweighted_risk()
+    gamma, p, u = symbolic.gamma, symbolic.p, symbolic.u
+    assert sp.simplify(d["fl_weight_slope_in_u"] + gamma * u ** (gamma - 1)) == 0
+    assert d["fl_weight_slope_in_u"].is_negative
+    assert d["fl_weight_slope"].subs(gamma, 0) == 0
+    slope = sp.lambdify((p, gamma), d["fl_weight_slope"])
+    h = 1e-6
+    for g in (0.25, 0.5, 1.0, 3.0):
+        for pv in (0.1, 0.5, 0.9):
+            central = ((1 - pv - h) ** g - (1 - pv + h) ** g) / (2 * h)
+            assert slope(pv, g) == pytest.approx(central, rel=1e-6)
+            assert slope(pv, g) < 0

@@ -7,7 +7,7 @@ from functools import lru_cache
 
 import sympy as sp
 
-from calib.symbolic.base import Derivation, gamma, gradient_factor_expr, limit_at_one, p, simplify_in_u
+from calib.symbolic.base import Derivation, gamma, gradient_factor_expr, limit_at_one, p, simplify_in_u, u
 
 __all__ = ["kappa", "reweighted_risk"]
 
@@ -26,12 +26,13 @@ def reweighted_risk() -> Derivation:
     """Zhou et al. (2025): focal / inverse focal gradients (App. C.1-C.2), gamma* = 1/W(1/e), the weight
     integrals (Fig. 1), E[beta] = kappa for Eq. 12 and the factor 1/kappa between Eqs. 11 and 12 (Prop. 4.6).
 
-    Keys: ``fl``, ``fl_ce_residual`` (0), ``dfl``, ``dfl_printed``, ``dfl_residual`` (0), ``dfl_limit_3`` and
-    ``dfl_limit_half`` (0), ``fl_factor_residual`` (-p dFL/dp - g(p, gamma), 0); ``ifl``, ``difl``,
-    ``difl_printed``, ``difl_residual`` (-2 gamma (1+p)^(gamma-1) log p, not 0), ``difl_at_one`` (-2^gamma),
-    ``ifl_factor`` (-p dIFL/dp), ``ifl_factor_residual`` (0), ``threshold_h`` ((1+p)/(-p log p)),
-    ``threshold_numerator`` (p + log p + 1), ``p_star`` (W(1/e)), ``p_star_residual`` (W e^W - 1/e to 50
-    digits),
+    Keys: ``fl``, ``fl_ce_residual`` (0), ``fl_weight_slope`` (the slope of the weight (1-p)^gamma),
+    ``fl_weight_slope_in_u`` (the same at p = 1 - u: -gamma u^(gamma-1), negative for every gamma > 0, Sec. 3.1),
+    ``dfl``, ``dfl_printed``, ``dfl_residual`` (0), ``dfl_limit_3`` and ``dfl_limit_half`` (0),
+    ``fl_factor_residual`` (-p dFL/dp - g(p, gamma), 0); ``ifl``, ``difl``, ``difl_printed``, ``difl_residual``
+    (-2 gamma (1+p)^(gamma-1) log p, not 0), ``difl_at_one`` (-2^gamma), ``ifl_factor`` (-p dIFL/dp),
+    ``ifl_factor_residual`` (0), ``threshold_h`` ((1+p)/(-p log p)), ``threshold_numerator`` (p + log p + 1),
+    ``p_star`` (W(1/e)), ``p_star_residual`` (W e^W - 1/e to 50 digits),
     ``gamma_star`` (1/W(1/e)), ``gamma_star_value``; ``fl_weight_integral`` (1/(gamma+1)),
     ``ifl_weight_integral``, ``aurc_weight_integral`` (1), ``eq12_mean`` (kappa), ``eq11_low`` and
     ``eq11_over_eq12`` (1/kappa).
@@ -40,6 +41,10 @@ def reweighted_risk() -> Derivation:
     fl = d.add("fl", -(1 - p) ** gamma * sp.log(p), r"\ell_{FL}", "Def. 3.1, Eq. 2")
     d.add("fl_ce_residual", sp.simplify(fl.subs(gamma, 0) + sp.log(p)), r"\ell_{FL}|_{\gamma=0} + \log p",
           "0: focal loss with gamma = 0 is cross-entropy")
+    slope = d.add("fl_weight_slope", sp.diff((1 - p) ** gamma, p), r"\frac{d}{dp}(1-p)^\gamma",
+                  "the slope of the focal weight w(p) = (1-p)^gamma (Sec. 3.1)")
+    d.add("fl_weight_slope_in_u", sp.simplify(slope.subs(p, 1 - u)), r"\frac{d}{dp}(1-p)^\gamma\Big|_{p=1-u}",
+          "-gamma u^(gamma-1): negative for every gamma > 0 and 0 < p < 1 (u = 1 - p > 0), not only gamma >= 1")
     dfl = d.add("dfl", sp.diff(fl, p), r"\frac{\partial \ell_{FL}}{\partial p}", "")
     dfl_printed = d.add("dfl_printed", gamma * (1 - p) ** (gamma - 1) * sp.log(p) - (1 - p) ** gamma / p,
                         r"\left.\frac{\partial \ell_{FL}}{\partial p}\right|_{\text{App. C.1}}", "as printed")
