@@ -90,7 +90,7 @@ def test_chapter_05_runs_at_the_edges_of_its_parameters(tmp_path, tiny_fashion):
     root = _book_of(tmp_path, "05-miscalibration-dynamics")
     run = runner.run_chapter(root, "05-miscalibration-dynamics",
                              parameters=EXECUTED_EDGES["05-miscalibration-dynamics"], strict=False)
-    assert run.ok and run.claims == 8
+    assert run.ok and run.claims == 10
     records = _ledger(root)
     assert {(r["verdict"], r["passed"], r["premise_holds"]) for r in records} == {("untested", None, False)}
     assert all(r["quote"] for r in records)
