@@ -158,7 +158,7 @@ def test_the_page_shows_each_item_with_its_claims_verdicts_and_counts(items, cha
     prop5 = next(r for r in rows if 'id="coverage-komisarenko2024-prop5"' in r)
     assert ('<span class="claim-badge verdict-false">false</span> <a href="../chapters/07-focal-calibration-map.html'
             '#claim-komisarenko2024-prop5">komisarenko2024/prop5</a>') in prop5
-    open_row = next(r for r in rows if 'id="coverage-mukhoti2020-table3"' in r)
+    open_row = next(r for r in rows if 'id="coverage-mukhoti2020-fig5"' in r)
     assert _row_cells(open_row)[3].startswith("*open:* needs the paper's GPU networks (")
     partly = next(r for r in rows if 'id="coverage-mukhoti2020-table1"' in r)
     assert "*rest open:* needs the paper's GPU networks" in partly and "verdict-holds" in partly
