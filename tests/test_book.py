@@ -238,7 +238,7 @@ def test_student_notebooks_get_a_cell_to_work_in_after_each_exercise():
     out = runner.add_starter_cells(nb)
     assert [c.cell_type for c in out.cells] == ["markdown", "code", "code", "code"]
     first, second = out.cells[1].source, out.cells[2].source
-    assert "check('ex-g-gamma-one', threshold=..., argmax=..., maximum=...)" in first
+    assert "check('ex-g-gamma-one', half=..., maximum=..., excess=...)" in first
     assert "ex-no-check" in second and "check(" not in second
 
 

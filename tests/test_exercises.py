@@ -68,18 +68,23 @@ def test_every_registered_answer_computes_and_accepts_itself():
 
 
 def test_the_chapter_two_and_three_answers_are_the_closed_forms():
-    assert check("ex-g-gamma-one", threshold=sp.exp(-1), argmax=sp.exp(-2), maximum=1 + sp.exp(-2), quiet=True)
-    # issue 27: chapters 03 and 06 print 0.3678794412...; the part asks for the closed form, so a decimal is close
-    decimals = check("ex-g-gamma-one", threshold=np.exp(-1), argmax=np.exp(-2), maximum=1 + np.exp(-2), quiet=True)
+    w = sp.LambertW(sp.E / 2)
+    assert check("ex-g-gamma-one", half=1 / (2 * w), maximum=1 + sp.exp(-2), excess=sp.exp(-2) / 4, quiet=True)
+    assert check("ex-g-gamma-one", half=sp.exp(w - 1), quiet=True)         # sympy's solve gives this form
+    # issue 27: a decimal of a closed form is close; the part asks for the closed form
+    decimals = check("ex-g-gamma-one", half=float(sp.N(1 / (2 * w), 17)), maximum=1 + np.exp(-2),
+                     excess=np.exp(-2) / 4, quiet=True)
     assert [part.verdict for part in decimals.parts] == ["close"] * 3
-    assert not check("ex-g-gamma-one", threshold=0.4, quiet=True)      # "p0 = 0.4 for gamma = 1" is the paper's
+    # issue 46: the threshold 1/e and the point of the maximum, e^-2, which chapters 03 and 06 show, answer no part
+    shown = check("ex-g-gamma-one", half=sp.exp(-1), maximum=sp.exp(-2), excess=sp.exp(-2), quiet=True)
+    assert [part.verdict for part in shown.parts] == ["wrong"] * 3
     # the README's example: four-digit answers are close, not right
-    example = check("ex-g-gamma-one", threshold=0.3679, argmax=0.1353, maximum=1.1353, quiet=True)
+    example = check("ex-g-gamma-one", half=0.7298, maximum=1.1353, excess=0.0338, quiet=True)
     assert [part.verdict for part in example.parts] == ["close"] * 3
     gamma = sp.Symbol("gamma", nonnegative=True)
-    assert check("ex-g-near-one", limit=gamma + 1, quiet=True)
-    assert check("ex-g-near-one", limit=sp.Symbol("gamma") + 1, quiet=True)      # assumptions do not matter
-    assert not check("ex-g-near-one", limit=gamma, quiet=True)
+    assert check("ex-g-near-one", limit=-gamma / 2, quiet=True)
+    assert check("ex-g-near-one", limit=-sp.Symbol("gamma") / 2, quiet=True)      # assumptions do not matter
+    assert not check("ex-g-near-one", limit=gamma + 1, quiet=True)      # the limit itself, which the statement gives
     assert check("ex-gamma-star-near-half", slope=8 * (1 - sp.log(2)) / sp.log(2) ** 2, quiet=True)
     assert not check("ex-gamma-star-near-half", slope=8 * (1 - np.log(2)) / np.log(2) ** 2, quiet=True)
 

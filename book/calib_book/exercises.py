@@ -4,9 +4,9 @@ shows the expected answer.
 A student works an exercise in the chapter's notebook and checks each part::
 
     from calib_book.exercises import check
-    check("ex-g-gamma-one", threshold=0.3679, maximum=1.1353)
+    check("ex-g-gamma-one", half=0.7298, maximum=1.1353)
 
-prints one line per part, e.g. ``ex-g-gamma-one threshold: right`` or ``maximum: close (agrees to 1e-3, not to
+prints one line per part, e.g. ``ex-g-gamma-one half: right`` or ``maximum: close (agrees to 1e-3, not to
 1e-9: carry more digits)``. The expected values are computed by the library from the exercise's data when
 first asked (nothing here is a typed-in number that could drift from the library), and are never printed.
 
@@ -101,7 +101,7 @@ class PartResult:
     detail: str = ""
 
     def line(self, label: str) -> str:
-        """The printed line, e.g. ``ex-g-gamma-one threshold: right``."""
+        """The printed line, e.g. ``ex-g-gamma-one half: right``."""
         return f"{label} {self.part}: {self.verdict}" + (f" ({self.detail})" if self.detail else "")
 
 

@@ -8,14 +8,30 @@ from calib_book.answers.common import sympy_module
 from calib_book.answers.registry import Expected, choice, construction, register
 
 
+def _gamma_one(part):
+    """ex-g-gamma-one's closed forms for g(p, 1) = 1 - p - p log p: where it has fallen to 1/2, its largest value,
+    and the area between it and 1 below its threshold 1/e. Its threshold (1/e) and the point of its maximum (e^-2)
+    are chapters 03's and 06's results, so the exercise does not ask for them."""
+    sp = sympy_module()
+    p = sp.Symbol("p", positive=True)
+    g = 1 - p - p * sp.log(p)
+    if part == "half":
+        (root,) = sp.solve(sp.Eq(g, sp.Rational(1, 2)), p)
+        return root
+    if part == "maximum":
+        return 1 + sp.exp(-2)
+    return sp.simplify(sp.integrate(g - 1, (p, 0, sp.exp(-1))))
+
+
 register("ex-g-gamma-one", "02-focal-gradient",
-         threshold=Expected(lambda: sympy_module().exp(-1), exact=True,
-                            hint="where focal loss's gradient equals cross-entropy's"),
-         argmax=Expected(lambda: sympy_module().exp(-2), exact=True, hint="the peak of the gradient factor"),
-         maximum=Expected(lambda: 1 + sympy_module().exp(-2), exact=True, hint="the peak of the gradient factor"))
+         half=Expected(lambda: _gamma_one("half"), exact=True,
+                       hint="where focal loss's gradient is half cross-entropy's"),
+         maximum=Expected(lambda: _gamma_one("maximum"), exact=True, hint="the peak of the gradient factor"),
+         excess=Expected(lambda: _gamma_one("excess"), exact=True,
+                         hint="how much the gradient factor up-weights below its threshold"))
 register("ex-g-near-one", "02-focal-gradient",
-         limit=Expected(lambda: 1 + sympy_module().Symbol("gamma", nonnegative=True),
-                        hint="how fast the gradient factor vanishes near p = 1"))
+         limit=Expected(lambda: -sympy_module().Symbol("gamma", nonnegative=True) / 2,
+                        hint="how fast the gradient factor approaches its limit near p = 1"))
 
 
 def _entropy_bound_part(part):
@@ -36,7 +52,7 @@ def _entropy_bound_part(part):
     d = symbolic.entropy_bound()
     if part == "bernoulli_gap":
         return float(d["bernoulli_gap"].subs({symbolic.p: 0.6, symbolic.gamma: 0.5}))
-    return d["dD_at_0"]
+    return sympy_module().simplify(d["dD_dgamma"].subs(symbolic.gamma, 1))        # the chapter shows it at gamma = 0
 
 
 register("ex-entropy-bound", "02-focal-gradient",
@@ -47,7 +63,7 @@ register("ex-entropy-bound", "02-focal-gradient",
          bernoulli_gap=Expected(lambda: _entropy_bound_part("bernoulli_gap"),
                                 hint="Bernoulli's inequality"),
          slope=Expected(lambda: _entropy_bound_part("slope"),
-                        hint="the first-order effect of gamma"))
+                        hint="how the vertex gap changes with gamma"))
 
 
 def _batch_gradient_grows(given) -> bool:

@@ -32,6 +32,16 @@ def _inverse_beta0(gamma):
     return 1 / float(effective_inverse_temperature(0.0, gamma))
 
 
+def _log_f_cubic():
+    """The coefficient of s^3 in log f_gamma(s) = f_gamma'(0) s + c_3 s^3 + O(s^5) (App. A.3's f_gamma): how fast the
+    effective inverse temperature beta(s) = gamma + 1 - log f_gamma(s) / s leaves beta(0). The chapter shows
+    f_gamma'(0), so the exercise asks for the next term."""
+    sp = sympy_module()
+    s, gamma = sp.Symbol("s", real=True), sp.Symbol("gamma", positive=True)
+    f = (gamma * sp.exp(s) * sp.log(1 + sp.exp(-s)) + 1) / (1 + gamma * sp.exp(-s) * sp.log(1 + sp.exp(s)))
+    return sp.factor(sp.simplify(sp.expand_log(sp.series(sp.log(f), s, 0, 4).removeO().coeff(s, 3), force=True)))
+
+
 def _line_search_evaluations():
     import warnings
 
@@ -94,8 +104,7 @@ register("ch07-ex-prop1-logit", "07-focal-calibration-map",
 register("ch07-ex-prop2-eighty", "07-focal-calibration-map",
          q_star=Expected(_eighty_twenty, rtol=1e-8, hint="the focal-optimal prediction for a known posterior"))
 register("ch07-ex-beta0", "07-focal-calibration-map",
-         df0=Expected(lambda: __import__("calib.symbolic", fromlist=["x"]).focal_calibration_on_logits()["df_at_0"],
-                      hint="the slope of the focal calibration map at the decision boundary"),
+         cubic=Expected(_log_f_cubic, hint="how the focal calibration map's slope changes near the decision boundary"),
          inv_beta0=Expected(lambda: _inverse_beta0(1.0), rtol=1e-8,
                             hint="the effective temperature at the decision boundary"))
 register("ch07-ex-line-cost", "07-focal-calibration-map",
