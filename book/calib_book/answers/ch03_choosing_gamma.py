@@ -33,10 +33,19 @@ register("ex-gamma-star-near-half", "03-choosing-gamma",
          slope=Expected(_near_half_slope, exact=True, hint="the behaviour of gamma* near p0 = 1/2"))
 
 
+#: the schedule up-weights p < 0.15 in the book; a course draws another target inside the middle bin, none that the
+#: chapter's table of gamma* prints
+DESIGN_TARGET = parameter("ex-design-schedule", "target", 0.15,
+                          lambda rng: float(rng.choice([0.11, 0.12, 0.13, 0.14, 0.16, 0.17, 0.18, 0.19])),
+                          shown=("samples with $p < {}$:", "(which holds {})", "$\\gamma^*({})$, and the last",
+                                 ", not {}: one", "gamma_star_eq12({}), gamma_star_eq12(0.2)", "[0.1, 0.2], {})"),
+                          text=str)
+
+
 def _design_schedule(part):
     from calib import focal
 
-    schedule = focal.schedule_from_prop2([0.1, 0.2], 0.15)
+    schedule = focal.schedule_from_prop2([0.1, 0.2], DESIGN_TARGET())
     if part == "gammas":
         import numpy as np
 
