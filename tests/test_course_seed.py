@@ -45,7 +45,7 @@ def test_every_exercise_draws_its_data_from_the_seed_or_says_why():
     assert sorted(drawn + list(fixed)) == sorted(labels)
     assert set(FIXED) <= set(labels), set(FIXED) - set(labels)          # no reason left for a removed exercise
     assert all(len(reason) > 20 for reason in fixed.values())
-    assert len(drawn) >= 31
+    assert len(drawn) >= 33
     assert coverage_line(2031) == f"course seed 2031: {len(drawn)} of {len(labels)} exercises draw their data from it"
     with pytest.raises(ValueError, match="neither"):
         seed_coverage([*labels, "ex-not-declared"])                     # a new exercise must declare or explain

@@ -24,10 +24,6 @@ FIXED: dict[str, str] = {
     "ch00-ex-focal-3": _TRAININGS_00,
     "ch00-ex-secondary": _TRAININGS_00,
     "ch01-ex-converse": _CONSTRUCTION,
-    "ch01-ex-hidden-bin": "the two predictions are the construction that shows torchmetrics' hidden bin, and the "
-                          "solution works both ECEs by hand in its prose, which a redraw would leave stale",
-    "ch01-ex-two-samples": "the solution works the expectation by hand in its prose (the binomial probabilities for "
-                           "confidence 0.45), which a redraw would leave stale",
     "ch04-ex-log-growth": "its third part compares the prediction with the growth the chapter itself measured on its "
                           "seed-0 separable draw",
     "ch04-ex-noise": "the clusters at plus and minus 4 are the paper's `class_sep=4`, the reading the exercise tests",
@@ -40,11 +36,11 @@ FIXED: dict[str, str] = {
     "ch07-ex-line-cost": "counts the evaluations of the paper's grid at the paper's m = 500; no datum to draw",
     "ch07-ex-prop5-search": "a construction (a property fixed at gamma = 0.5, whose source the tests carry) and a "
                             "search over the whole simplex; no datum to draw",
-    "ch08-ex-beta": "the key reruns ten small trainings (seeds 0 to 4, two weights), minutes on one core",
+    "ch08-ex-beta": "the key reruns ten small trainings (seeds 0 to 4, two weights), about two minutes on one core",
     "ch08-ex-edge-bins": "M = 15 and T = 0.01 are the paper's and the chapter's, shared by the solutions of the "
                          "chapter's other exercises, and the parts are named after the bins (mode_2, mode_8)",
     "ch08-ex-sbece-train": "the key reruns six small trainings, about two minutes on one core",
-    "ch10-ex-new-loss": "the key reruns six trainings of chapter 10's recipe, minutes on one core",
+    "ch10-ex-new-loss": "the key reruns six 10-epoch trainings of chapter 10's recipe on Fashion-MNIST",
     "ch10-ex-paired": "reads chapter 10's stored grid, all five seeds it holds; the chapter's ranking table prints "
                       "every other loss's ECE minus CE with an interval, so another pair of losses would be answered "
                       "there",
