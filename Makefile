@@ -53,8 +53,9 @@ student: setup
 # (no solutions, no key) in _build/course/student, one autograder per chapter in _build/course/autograder (hidden
 # tests, points), the instructors' notebooks in _build/course/instructor; then a planted right and a planted wrong
 # submission of every chapter are graded here (otter run, no Docker) and must earn full and zero points.
+# `make course COURSE_SEED=2031` draws the exercises' data (and the key) from a course seed ($$CALIB_COURSE_SEED).
 course: setup
-	$(PY) -m calib book course --self-test
+	$(if $(COURSE_SEED),CALIB_COURSE_SEED=$(COURSE_SEED) )$(PY) -m calib book course --self-test
 
 # The whole book as one PDF, _build/latex/book.pdf (XeLaTeX through jupyter-book's LaTeX builder), from the executed
 # book that `make book` leaves in _build/src (built first when missing). `make test` does not build it;

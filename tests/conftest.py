@@ -77,8 +77,9 @@ def book_not_built(why: str) -> None:
 #: The files of the test suite by the CPU time they took in a cold `make test` (core-seconds, 2 cores, stop 39), the
 #: longest first; the files not named here take a few seconds or less.
 LONGEST_FILES = ("test_chapters.py", "test_course.py", "test_distributed.py", "test_experiments.py",
-                 "test_book.py", "test_chapter_parameters.py", "test_browser.py", "test_posthoc.py", "test_train.py",
-                 "test_runs.py", "test_layers.py", "test_exercises.py", "test_packaging.py")
+                 "test_course_seed.py", "test_book.py", "test_chapter_parameters.py", "test_browser.py",
+                 "test_posthoc.py", "test_train.py", "test_runs.py", "test_layers.py", "test_exercises.py",
+                 "test_packaging.py")
 #: A short file that pytest-xdist hands to the worker of tests/test_chapters.py with it (each worker holds a second
 #: file in advance), which waits until the book is built and checked.
 WAITS_BEHIND_THE_BOOK = "test_api_reference.py"

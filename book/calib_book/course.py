@@ -724,6 +724,10 @@ def build_course(root: Path, chapters: list[str] | None = None, out: Path | None
     (course / "course.json").write_text(json.dumps({"root": str(root), "seed": seed, "chapters": chapters}, indent=1))
     print(f"[course] {course} ({len(chapters)} chapters, course seed {seed if seed is not None else 'none: the book'}"
           f", {time.perf_counter() - start:.1f} s)")
+    from calib_book.answers.seeded import coverage_line
+    from calib_book.exercises import labels
+
+    print(f"[course] {coverage_line(seed, [label for chapter in chapters for label in labels(chapter)])}")
     return course
 
 

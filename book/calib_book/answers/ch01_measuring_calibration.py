@@ -12,13 +12,45 @@ from calib_book.answers.registry import Expected, construction, parameter, regis
 # rebuild exactly the student's data.
 
 def _ch01_two_sample_ece(n):
-    """The expected 15-bin ECE of n samples of a calibrated model that always predicts with confidence 0.45 (the
-    chapter works the same example at 0.3)."""
+    """The expected 15-bin ECE of n samples of a calibrated model that always predicts with confidence 0.45 in the
+    book (the chapter works the same example at 0.3)."""
     import numpy as np
 
     from calib import simulate
 
-    return float(simulate.expected_ece_exact(np.array([[0.45, 0.25, 0.2, 0.1]] * n)))
+    c = TWO_SAMPLE_CONFIDENCE()
+    return float(simulate.expected_ece_exact(np.array([[c, 0.7 - c, 0.2, 0.1]] * n)))
+
+
+def _two_sample_prose(c) -> str:
+    """ch01-ex-two-samples' solution worked by hand for confidence ``c`` in the bin (6/15, 7/15]: the probabilities
+    of each fraction correct for N = 2 and 3, the expectations, and the constant of the large-N rate."""
+    from fractions import Fraction
+
+    def text(x):
+        return f"{float(x):.10g}" if (x * 10 ** 8).denominator == 1 else f"\\frac{{{x.numerator}}}{{{x.denominator}}}"
+
+    f = Fraction(str(c))
+    two = [((1 - f) ** 2, f), (2 * f * (1 - f), abs(Fraction(1, 2) - f)), (f ** 2, 1 - f)]
+    three = [((1 - f) ** 3, f), (3 * f * (1 - f) ** 2, abs(Fraction(1, 3) - f)),
+             (3 * f ** 2 * (1 - f), abs(Fraction(2, 3) - f)), (f ** 3, 1 - f)]
+    return (", ".join(text(p) for p, _ in two) + "$, so\n$\\E[\\ECE] = "
+            + " + ".join(f"{text(p)} \\cdot {text(g)}" for p, g in two)
+            + f" = {text(sum(p * g for p, g in two))}$. For $N = 3$:\n$A \\in \\{{0, \\frac13, \\frac23, 1\\}}$ with "
+            + "binomial probabilities $" + ", ".join(text(p) for p, _ in three) + "$, so\n$\\E[\\ECE] = "
+            + " + ".join(f"{text(p)}\\cdot{text(g)}" for p, g in three)
+            + f"\n= {text(sum(p * g for p, g in three))}$. The expectation is $\\E\\lvert \\bar a - {text(f)}\\rvert$ "
+            + f"for a binomial mean, which tends to 0 like\n$\\sqrt{{2 \\cdot {text(f * (1 - f))}")
+
+
+#: the confidence, 0.45 in the book; a course draws another in the same bin, (6/15, 7/15]
+TWO_SAMPLE_CONFIDENCE = parameter(
+    "ch01-ex-two-samples", "confidence", 0.45, lambda rng: float(rng.choice([0.42, 0.44, 0.46])),
+    shown=("with confidence {}. Compute", "bins, {} lies between", "$\\lvert A - {}\\rvert$ with",
+           ("with probabilities ${}/(\\pi N)}}$.", _two_sample_prose), "(n, c={}):", "edges_15[6] < {} <= edges_15[7]",
+           ("np.array([[{}]] * n)", lambda c: f"{c:g}, {0.7 - c:.2g}, 0.2, 0.1"),
+           ("2 * {} / (", lambda c: f"{c * (1 - c):.6g}")),
+    text=lambda c: f"{c:g}")
 
 
 #: The seeds of the generators that draw the data of ch01-ex-debias (1), ch01-ex-ties (5) and ch01-ex-ts-limits (2)
@@ -98,12 +130,28 @@ def _ch01_ts_limits(part):
     return metrics.ece(ts.predict_proba(z), y) if part == "ece_after" else metrics.ece(simulate.softmax(z), y)
 
 
+def _rounded(x) -> str:
+    return f"{round(x, 4):g}"
+
+
+#: the correct prediction's confidence, 0.97 in the book; a course draws another inside the last bin, (14/15, 1), but
+#: 0.95 (the chapter's table's case 4b)
+HIDDEN_BIN_CONFIDENCE = parameter(
+    "ch01-ex-hidden-bin", "confidence", 0.97, lambda rng: float(rng.choice([0.94, 0.96, 0.98, 0.99])),
+    shown=("confidence {} (correct)", "np.array([{}, 1.0])",
+           ("mean confidence {}.", lambda c: f"{_rounded((c + 1) / 2)}, so the ECE is {_rounded((c + 1) / 2 - 0.5)}"),
+           ("torchmetrics: {})", lambda c: f"{c:g} is in the last regular bin (gap {_rounded(1 - c)}"),
+           ("so the ECE is {}. Case", lambda c: _rounded(0.5 * (1 - c) + 0.5))),
+    text=lambda c: f"{c:g}")
+
+
 def _ch01_hidden_bin(part):
     import numpy as np
 
     from calib import metrics
 
-    p, y = np.array([[0.97, 0.03], [1.0, 0.0]]), np.array([0, 1])
+    c = HIDDEN_BIN_CONFIDENCE()
+    p, y = np.array([[c, 1 - c], [1.0, 0.0]]), np.array([0, 1])
     if part == "right_closed":
         return metrics.ece(p, y)
     one = p.max(1) == 1.0                            # torchmetrics: confidence 1.0 in a bin of its own

@@ -5,7 +5,7 @@ forms, the entropy bound and two constructions.
 from __future__ import annotations
 
 from calib_book.answers.common import sympy_module
-from calib_book.answers.registry import Expected, choice, construction, register
+from calib_book.answers.registry import Expected, choice, construction, parameter, register
 
 
 def _gamma_one(part):
@@ -34,6 +34,19 @@ register("ex-g-near-one", "02-focal-gradient",
                         hint="how fast the gradient factor approaches its limit near p = 1"))
 
 
+def _exponent(gamma) -> str:
+    """gamma as a TeX exponent: 2 as ``2``, 1.5 as ``{1.5}``."""
+    return f"{gamma:g}" if float(gamma).is_integer() else f"{{{gamma:g}}}"
+
+
+#: gamma = 2 in the book's first part; a course draws another from 1 to 3
+BOUND_GAMMA = parameter("ex-entropy-bound", "gamma", 2.0, lambda rng: float(rng.choice([1.0, 1.5, 2.5, 3.0])),
+                        shown=("For $\\gamma = {}$, compute", ("-(1 - 0.6)^{} \\log 0.6", _exponent),
+                               ("focal_and_bound({})\n", repr), "print(f\"gamma = {}: L_f",
+                               ("p_hat_b, eta_b, {}))", repr)),
+                        text=lambda g: f"{g:g}")
+
+
 def _entropy_bound_part(part):
     import numpy as np
 
@@ -41,14 +54,14 @@ def _entropy_bound_part(part):
 
     p_hat, eta = np.array([0.6, 0.3, 0.1]), np.array([1.0, 0.0, 0.0])
     if part == "focal_loss":
-        return float(focal.focal_risk(p_hat, eta, 2.0))
+        return float(focal.focal_risk(p_hat, eta, BOUND_GAMMA()))
     if part == "kl":                                 # one-hot eta: KL(eta || p_hat) is the cross-entropy
         return metrics.nll(p_hat[None], [0])
     if part == "entropy":                            # L_c - gamma H[p_hat] at gamma = 0 and 1
         return float(focal.entropy_regularised_bound(p_hat, eta, 0.0)
                      - focal.entropy_regularised_bound(p_hat, eta, 1.0))
     if part == "bound":
-        return float(focal.entropy_regularised_bound(p_hat, eta, 2.0))
+        return float(focal.entropy_regularised_bound(p_hat, eta, BOUND_GAMMA()))
     d = symbolic.entropy_bound()
     if part == "bernoulli_gap":
         return float(d["bernoulli_gap"].subs({symbolic.p: 0.6, symbolic.gamma: 0.5}))

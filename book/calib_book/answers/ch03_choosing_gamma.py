@@ -33,10 +33,20 @@ register("ex-gamma-star-near-half", "03-choosing-gamma",
          slope=Expected(_near_half_slope, exact=True, hint="the behaviour of gamma* near p0 = 1/2"))
 
 
+#: the schedule (switches 0.12 and 0.22, no row of the chapter's gamma* table) up-weights p < 0.17 in the book; a
+#: course draws another target inside the middle bin, none that the chapter's table of gamma* prints (0.15, 0.20)
+DESIGN_TARGET = parameter("ex-design-schedule", "target", 0.17,
+                          lambda rng: float(rng.choice([0.13, 0.14, 0.16, 0.18, 0.19, 0.21])),
+                          shown=("samples with $p < {}$:", "(which holds {})", "$\\gamma^*({})$, and the last",
+                                 ", not {}: one", "gamma_star_eq12({}), gamma_star_eq12(0.22)",
+                                 "[0.12, 0.22], {})"),
+                          text=str)
+
+
 def _design_schedule(part):
     from calib import focal
 
-    schedule = focal.schedule_from_prop2([0.12, 0.22], 0.17)         # no row of the chapter's gamma* table
+    schedule = focal.schedule_from_prop2([0.12, 0.22], DESIGN_TARGET())
     if part == "gammas":
         import numpy as np
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 
 from calib_book.answers.common import as_in_the_notebook, sympy_module
-from calib_book.answers.registry import Expected, register
+from calib_book.answers.registry import Expected, parameter, register
 
 
 @functools.lru_cache(maxsize=None)
@@ -73,17 +73,41 @@ register("ch04-ex-stationary", "04-linear-toy",
                               hint="the stationarity of the focal risk"),
          ce_along_w=Expected(lambda: _stationary_gradients()[1], rtol=1e-6, atol=1e-12,
                              hint="the cross-entropy gradient at focal loss's solution"))
+#: 15 % of labels flipped in the book (the chapter's table has 0, 5, 10 and 20 %); a course draws another level above
+#: the chapter's 10 % (the solution compares with it) and off the table
+_NOISE_WORDS = {0.125: "five quarters of", 0.15: "one and a half times", 0.175: "seven quarters of",
+                0.25: "two and a half times", 0.3: "three times"}
+MORE_NOISE = parameter(
+    "ch04-ex-more-noise", "noise", 0.15, lambda rng: float(rng.choice([0.125, 0.175, 0.25, 0.3])),
+    shown=(("with {} the paper's label noise", _NOISE_WORDS.get), "-p noise {}`", "rerun_toy(noise={})",
+           ("at {}% of labels flipped", lambda n: f"{100 * n:g}"),
+           ("(\"{}% flipped\", noisier)", lambda n: f"{100 * n:g}")),
+    text=repr)
+#: gamma = 2 in the book; a course draws another above the chapter's 1 (the solution compares with it)
+TOY_GAMMA = parameter(
+    "ch04-ex-gamma", "gamma", 2.0, lambda rng: float(rng.choice([1.5, 2.5, 3.0])),
+    shown=("at $\\gamma = {}$, `calib", ("-p gamma {}`", repr), ("rerun_toy(gamma={})", repr),
+           "(\"gamma = {}\", sharper)",
+           "with $\\gamma = {}$ down-weights", "($g(p, {}) < g(p, 1)$"),
+    text=lambda g: f"{g:g}")
+#: seeds 100 to 102 in the book; a course draws three other consecutive seeds
+OTHER_DRAWS = parameter(
+    "ch04-ex-other-draws", "first_seed", 100, lambda rng: int(rng.integers(103, 998)),
+    shown=("-p seed {}`", ("(seeds {})", lambda s: f"{s}\nto {s + 2}"), ("on seeds {}:", lambda s: f"{s} to {s + 2}"),
+           ("range({}))", lambda s: f"{s}, {s + 3}"), ("seeds {}\"", lambda s: f"{s}-{s + 2}")),
+    text=str)
+
 register("ch04-ex-noise", "04-linear-toy",
          ratio=Expected(lambda: _toy_ratio(half_side=4.0), rtol=1e-4,
                         hint="weight magnification, averaged over the exercise's seeds"),
          above_90_ce=Expected(lambda: _toy_above_90("ce", half_side=4.0), rtol=1e-4, atol=0,
                               hint="a share in [0, 1]: how often the model is very confident"))
 register("ch04-ex-more-noise", "04-linear-toy",        # 15 % flipped: the chapter's table has 0, 5, 10 and 20 %
-         ratio=Expected(lambda: _toy_ratio(noise=0.15), rtol=1e-4,
+         ratio=Expected(lambda: _toy_ratio(noise=MORE_NOISE()), rtol=1e-4,
                         hint="weight magnification, averaged over the exercise's seeds"),
-         above_90_ce=Expected(lambda: _toy_above_90("ce", noise=0.15), rtol=1e-4, atol=0,
+         above_90_ce=Expected(lambda: _toy_above_90("ce", noise=MORE_NOISE()), rtol=1e-4, atol=0,
                               hint="a share in [0, 1]: how often the model is very confident"),
-         above_90_fl=Expected(lambda: _toy_above_90("fl", noise=0.15), rtol=1e-4, atol=0,
+         above_90_fl=Expected(lambda: _toy_above_90("fl", noise=MORE_NOISE()), rtol=1e-4, atol=0,
                               hint="a share in [0, 1]: how often the model is very confident"))
 
 
@@ -94,12 +118,12 @@ def _toy_ratio_interval(seeds):
 
 
 register("ch04-ex-other-draws", "04-linear-toy",        # three draws: five give an interval near the chapter's
-         low=Expected(lambda: _toy_ratio_interval(range(100, 103)).low, rtol=1e-4,
+         low=Expected(lambda: _toy_ratio_interval(range(OTHER_DRAWS(), OTHER_DRAWS() + 3)).low, rtol=1e-4,
                       hint="a t interval over seeds"),
-         high=Expected(lambda: _toy_ratio_interval(range(100, 103)).high, rtol=1e-4,
+         high=Expected(lambda: _toy_ratio_interval(range(OTHER_DRAWS(), OTHER_DRAWS() + 3)).high, rtol=1e-4,
                        hint="a t interval over seeds"))
 register("ch04-ex-gamma", "04-linear-toy",
-         ratio=Expected(lambda: _toy_ratio(gamma=2.0), rtol=1e-4,
+         ratio=Expected(lambda: _toy_ratio(gamma=TOY_GAMMA()), rtol=1e-4,
                         hint="weight magnification, averaged over the exercise's seeds"),
-         median_fl=Expected(lambda: _toy_median("fl", gamma=2.0), rtol=1e-4,
+         median_fl=Expected(lambda: _toy_median("fl", gamma=TOY_GAMMA()), rtol=1e-4,
                             hint="how confident the wrong predictions are"))

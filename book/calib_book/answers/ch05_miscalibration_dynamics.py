@@ -8,18 +8,30 @@ from __future__ import annotations
 import functools
 
 from calib_book.answers.common import BENCHMARK_MODEL, BENCHMARK_STORE, as_in_the_notebook
-from calib_book.answers.registry import Expected, interval_claim, register, verdict_claim, verdict_of
+from calib_book.answers.registry import Expected, interval_claim, parameter, register, verdict_claim, verdict_of
+
+
+#: the input's generator seed (0) and its label (7) in the book; a course draws others (the network stays the
+#: chapter's, at its seed-0 initial weights)
+PROP1_INPUT_SEED = parameter("ch05-ex-prop1-check", "input_seed", 0, lambda rng: int(rng.integers(1, 1000)),
+                             shown=("Generator().manual_seed({}), dtype=torch.float64)",), text=str)
+PROP1_LABEL = parameter("ch05-ex-prop1-check", "label", 7, lambda rng: int(rng.choice([0, 1, 2, 3, 4, 5, 6, 8, 9])),
+                        shown=("with label {},", "torch.tensor([{}])", "prob[{}].item()"), text=str)
+
+
+def _last_layer_gradient_norm():
+    """Autograd's norm of the focal-loss (gamma = 3) gradient with respect to the last layer (weights and bias) of
+    the chapter's MLP at its seed-0 initial weights, in float64, for the exercise's standard-normal input and label
+    (seed 0 and 7 in the book), computed under the notebook's torch kernels (:func:`as_in_the_notebook`)."""
+    return _last_layer_gradient_norm_of(PROP1_INPUT_SEED(), PROP1_LABEL())
 
 
 @functools.lru_cache(maxsize=None)
-def _last_layer_gradient_norm():
-    """Autograd's norm of the focal-loss (gamma = 3) gradient with respect to the last layer (weights and bias) of
-    the chapter's MLP at its seed-0 initial weights, in float64, for the seed-0 standard-normal input labelled 7,
-    computed under the notebook's torch kernels (:func:`as_in_the_notebook`)."""
-    return as_in_the_notebook(_compute_last_layer_gradient_norm)
+def _last_layer_gradient_norm_of(input_seed, label):
+    return as_in_the_notebook(_compute_last_layer_gradient_norm, input_seed, label)
 
 
-def _compute_last_layer_gradient_norm():
+def _compute_last_layer_gradient_norm(input_seed=0, label=7):
     """:func:`_last_layer_gradient_norm`, in this process."""
     import torch
 
@@ -27,8 +39,8 @@ def _compute_last_layer_gradient_norm():
     from calib.models import build_model, split_last_layer
 
     net = build_model("mlp-256-256", (1, 28, 28), 10, seed=0).double().eval()
-    x = torch.randn(1, 1, 28, 28, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    get_loss("fl-3")(net(x), torch.tensor([7])).backward()
+    x = torch.randn(1, 1, 28, 28, generator=torch.Generator().manual_seed(input_seed), dtype=torch.float64)
+    get_loss("fl-3")(net(x), torch.tensor([label])).backward()
     head = split_last_layer(net)[1]
     return float(torch.sqrt(head.weight.grad.pow(2).sum() + head.bias.grad.pow(2).sum()))
 

@@ -7,15 +7,36 @@ from __future__ import annotations
 import functools
 
 from calib_book.answers.common import benchmark_runs, sympy_module
-from calib_book.answers.registry import Expected, construction, register
+from calib_book.answers.registry import Expected, construction, parameter, register
+
+
+#: gamma = 3 in the book; a course draws another whole gamma from 2 to 6 (each has one sign change, near s = -3)
+LOGIT_GAMMA = parameter("ch07-ex-prop1-logit", "gamma", 3, lambda rng: int(rng.choice([2, 4, 5, 6])),
+                        shown=("that for $\\gamma = {}$ it changes sign", "For $\\gamma = {}$ it is negative",
+                               "for gam in (0, {})}}", "d2_logit[{}]", "print(f\"gamma = {}: d2L"), text=str)
 
 
 def _focal_logit_inflection():
-    """The logit s* where d^2/ds^2 of -(1 - sigmoid(s))^3 log sigmoid(s) changes sign (sympy, by bisection)."""
+    """The logit s* where d^2/ds^2 of -(1 - sigmoid(s))^gamma log sigmoid(s) changes sign (sympy, by bisection)."""
     sp = sympy_module()
     s = sp.Symbol("s", real=True)
     p = 1 / (1 + sp.exp(-s))
-    return float(sp.nsolve(sp.diff(-(1 - p) ** 3 * sp.log(p), s, 2), s, (-4, -1), solver="bisect", tol=1e-20))
+    return float(sp.nsolve(sp.diff(-(1 - p) ** LOGIT_GAMMA() * sp.log(p), s, 2), s, (-4, -1), solver="bisect",
+                           tol=1e-20))
+
+
+#: the posterior is (0.7, 0.3) in the book (Sec. 3.1's example, which the chapter works, is 0.8); a course draws
+#: another first probability from 0.6 to 0.9
+POSTERIOR = parameter(
+    "ch07-ex-prop2-eighty", "p", 0.7, lambda rng: float(rng.choice([0.6, 0.65, 0.75, 0.85, 0.9])),
+    shown=(("take {} instead", lambda p: f"{round(100 * p)} and {round(100 * (1 - p))}"), "$\\hat p_3(q) = {}$ for $q$",
+           ("risk ${}\\,\\ell_0(q)$", lambda p: f"{p:g}\\,\\ell_1(q) + {1 - p:.2g}"),
+           "p_hat_own(q, 3.0) - {0}, 0.5, {0}, xtol",
+           ("lambda q: {}), method=",
+            lambda p: f"{p:g} * ell1(q, 3.0) + {1 - p:.2g} * ell0(q, 3.0), bounds=(0.5, {p:g}"),
+           "p_hat_3(q) = {} at q*", "The risk with $p = {0}$ is minimised at $q^* \\ne {0}$",
+           "at $q = {}$: it is proper"),
+    text=lambda p: f"{p:g}")
 
 
 def _eighty_twenty():
@@ -23,7 +44,8 @@ def _eighty_twenty():
 
     from calib.focal import focal_optimal_prediction
 
-    return float(focal_optimal_prediction(np.array([0.7, 0.3]), 3.0)[0])
+    p = POSTERIOR()
+    return float(focal_optimal_prediction(np.array([p, 1 - p]), 3.0)[0])
 
 
 def _inverse_beta0(gamma):
@@ -63,7 +85,12 @@ def _grid_evaluations():
     return len(KOMISARENKO_GAMMAS) * len(KOMISARENKO_TEMPERATURES)
 
 
-def _stored_focal_scores():
+#: chapter 10's fl-3 run of seed 0 in the book; a course draws another of the grid's five seeds
+STORED_SEED = parameter("ch07-ex-stored-focal", "seed", 0, lambda rng: int(rng.integers(1, 5)),
+                        shown=("$\\gamma = 3$, seed {}:", "r.seed == {})"), text=str)
+
+
+def _stored_focal_scores(seed=0):
     """Chapter 10's fl-3 run, seed 0: test ECE (10 equal-mass bins, calib's and the official code's: the stored
     evaluations hold the 15-bin one), NLL and
     accuracy of the softmax, Psi^3 and FTS (ECE criterion, line search) fitted on validation."""
@@ -75,7 +102,7 @@ def _stored_focal_scores():
     from calib.focal import log_focal_map
     from calib.posthoc import FocalTemperatureScaling
 
-    run = next(r for r in benchmark_runs() if r.loss == "fl-3" and r.seed == 0)
+    run = next(r for r in benchmark_runs() if r.loss == "fl-3" and r.seed == seed)
     arrays = run.logits()
     z, y = np.asarray(arrays["test_logits"], dtype=np.float64), arrays["test_labels"]
     fts = FocalTemperatureScaling(objective="ece", search="line").fit(arrays["val_logits"], arrays["val_labels"])
@@ -94,10 +121,31 @@ _STORED_FOCAL: dict = {}
 
 
 def _stored_focal(metric):
-    if not _STORED_FOCAL:
-        _STORED_FOCAL.update(_stored_focal_scores())
-    return _STORED_FOCAL[metric]
+    seed = STORED_SEED()
+    if seed not in _STORED_FOCAL:
+        _STORED_FOCAL[seed] = _stored_focal_scores(seed)
+    return _STORED_FOCAL[seed][metric]
 
+
+def _subscript(gamma) -> str:
+    """gamma as a TeX subscript: 1 as ``1``, 0.5 as ``{0.5}``."""
+    return f"{gamma:g}" if float(gamma).is_integer() else f"{{{gamma:g}}}"
+
+
+#: the planted (gamma, T) = (1, 0.5) in the book; a course draws another pair of the paper's gamma grid and a T in the
+#: exercise's narrowed grid, among those the fit on N = 20,000 recovers and that on 5,000 misses (as it does the
+#: book's), so that the exercise's question keeps its answer
+PLANTED = parameter(
+    "ch07-ex-planted", "pair", (1.0, 0.5),
+    lambda rng: [(0.5, 0.45), (0.5, 0.5), (0.75, 0.45), (0.75, 0.5), (0.75, 0.55), (1.0, 0.45), (1.0, 0.55),
+                 (5.0, 0.45), (5.0, 0.5), (5.0, 0.55)][int(rng.integers(10))],
+    shown=("with $(\\gamma, T) = ({})$ is exactly", "(gamma, T) = ({}) maps",
+           ("$\\mathbf z = {}^{{-1}}(\\boldsymbol\\eta)$",
+            lambda pair: f"{pair[1]:g} \\log \\hat p_{_subscript(pair[0])}"),
+           ("turns $\\hat p_{}^{{-1}}", lambda pair: _subscript(pair[0])),
+           ("return {}), y", lambda pair: f"{pair[1]!r} * np.log(focal_optimal_prediction(eta, {pair[0]!r})"),
+           ("!= ({}) and", lambda pair: f"{pair[0]!r}, {pair[1]!r}")),
+    text=lambda pair: f"{pair[0]:g}, {pair[1]:g}")
 
 register("ch07-ex-prop1-logit", "07-focal-calibration-map",
          s_star=Expected(_focal_logit_inflection, rtol=1e-8, hint="convexity of the loss as a function of the logit"))
@@ -112,8 +160,8 @@ register("ch07-ex-line-cost", "07-focal-calibration-map",
          line=Expected(_line_search_evaluations, rtol=0, atol=0.5, close_digits=None,
                        hint="the cost of a line search against a grid"))
 register("ch07-ex-planted", "07-focal-calibration-map",
-         gamma=Expected(lambda: 1.0, atol=1e-9, hint="identifiability of the focal temperature map"),
-         temperature=Expected(lambda: 0.5, atol=1e-9, hint="identifiability of the focal temperature map"))
+         gamma=Expected(lambda: PLANTED()[0], atol=1e-9, hint="identifiability of the focal temperature map"),
+         temperature=Expected(lambda: PLANTED()[1], atol=1e-9, hint="identifiability of the focal temperature map"))
 register("ch07-ex-stored-focal", "07-focal-calibration-map",
          ece=Expected(lambda: _stored_focal("ece"), rtol=1e-6, atol=1e-9, accept="any-of",
                       alternatives=lambda: [_stored_focal("ece_official")],

@@ -7,7 +7,8 @@ from __future__ import annotations
 import functools
 
 from calib_book.answers.common import OneTorchThread, as_in_the_notebook
-from calib_book.answers.registry import VERDICTS, Expected, choice, interval_claim, register, verdict_claim, verdict_of
+from calib_book.answers.registry import (VERDICTS, Expected, choice, interval_claim, parameter, register, verdict_claim,
+                                         verdict_of)
 
 
 def _ch08_membership(c, m=15, t=1e-2):
@@ -22,19 +23,36 @@ def _ch08_mode(j, m=15, t=1e-2):
     return float(membership_modes(m, t)[j - 1])
 
 
-_CH08_CONF, _CH08_CORRECT = (0.95, 0.85, 0.75, 0.65, 0.55), (1, 1, 0, 1, 0)
+_CH08_CONF = (0.95, 0.85, 0.75, 0.65, 0.55)
+#: the outcomes 1, 1, 0, 1, 0 in the book; a course draws others, with one, two or four right (both limits depend on
+#: the outcomes through their mean only, so three right would give the book's answers)
+_OUTCOMES = [o for o in (tuple(int(b) for b in f"{k:05b}") for k in range(1, 31)) if sum(o) != 3]
+LARGE_T_OUTCOMES = parameter(
+    "ch08-ex-large-t", "outcomes", (1, 1, 0, 1, 0), lambda rng: _OUTCOMES[int(rng.integers(len(_OUTCOMES)))],
+    shown=("with outcomes ${}$, give", "np.array([{}])\n"), text=lambda o: ", ".join(str(v) for v in o))
+#: delta = 2e-3 in the book; a course draws another distance from an edge, 1e-3 to 5e-3
+EDGE_DELTA = parameter(
+    "ch08-ex-temperature", "delta", 2e-3, lambda rng: float(rng.choice([1e-3, 3e-3, 4e-3, 5e-3])),
+    shown=("$\\delta = {}$ away", ("15, {}, 0.99, 1e-2", lambda d: f"{d * 1e3:g}e-3")),
+    text=lambda d: f"{d * 1e3:g}\\cdot10^{{-3}}")
+#: 10 cells in the book (the chapter itself uses 5); a course draws another count from 6 to 20
+COARSEN_CELLS = parameter(
+    "ch08-ex-coarsen", "cells", 10, lambda rng: int(rng.choice([6, 8, 12, 15, 20])),
+    shown=("into **{}** equal-width", ("$\\min(\\lfloor {})$", lambda n: f"{2 * n}(c - 0.5)\\rfloor, {n - 1}"),
+           ("((c_b - 0.5) * {})", lambda n: f"{2 * n}).astype(int), {n - 1}"),
+           "w_b * a_b, {0}) / np.bincount(cell10, w_b, {0})", "print(f\"{} cells:"), text=str)
 
 
 def _ch08_large_t(estimator):
     from calib.soft_binning import soft_binned_ece
 
     norm, power = ("l1", 1) if estimator == "bin" else ("l2", 2)
-    return soft_binned_ece(_CH08_CONF, _CH08_CORRECT, 15, 1e9, norm, estimator) ** power
+    return soft_binned_ece(_CH08_CONF, LARGE_T_OUTCOMES(), 15, 1e9, norm, estimator) ** power
 
 
 register("ch08-ex-temperature", "08-soft-calibration-objectives",
          temperature=Expected(lambda: float(__import__("calib.soft_binning", fromlist=["x"])
-                                            .hard_limit_temperature(2e-3, 15, 0.01)),
+                                            .hard_limit_temperature(EDGE_DELTA(), 15, 0.01)),
                               hint="soft binning approaches hard binning as its temperature falls"),
          ratio=Expected(lambda: float(_ch08_membership(0.5, t=5e-3)[8] / _ch08_membership(0.5, t=5e-3)[7]),
                         hint="a soft-bin membership is a softmax over the bins"),
@@ -116,7 +134,7 @@ register("ch08-ex-large-t", "08-soft-calibration-objectives",
                            hint="the label-binned estimator as T grows"))
 
 
-def _ch08_coarsen(part, cells=10):
+def _ch08_coarsen(part, cells=None):
     """ch08-ex-coarsen: the chapter's binary population (truth sigma(z), z ~ N(0, 3^2), quadrature nodes of
     ``binary_tempered_population(1.0)``) against its coarsening into ``cells`` equal-width cells of [0.5, 1]
     (each confidence replaced by the cell's mean accuracy): the coarse model's SB-ECE_lb,2^2 (M = 15, T = 1e-2)
@@ -125,6 +143,7 @@ def _ch08_coarsen(part, cells=10):
 
     from calib import soft_binning
 
+    cells = COARSEN_CELLS() if cells is None else cells
     conf, acc, weight = soft_binning.binary_tempered_population(1.0)
     cell = np.minimum(((conf - 0.5) * 2 * cells).astype(int), cells - 1)
     coarse = (np.bincount(cell, weight * acc, cells) / np.bincount(cell, weight, cells))[cell]
@@ -143,29 +162,35 @@ def _ch08_avuc_init(part):
     """ch08-ex-avuc-init on 200 near-uniform logits (0.05 x standard normal, float64, and labels, both from
     ``torch.Generator().manual_seed(0)``), kappa = log(10) / 2: AvUC's value, or the verdict on the mean change of
     the correctly classified samples' confidence after one step of 0.1 along the gradient scaled to max-norm 1."""
-    return _ch08_avuc_init_parts()[part]
+    return _ch08_avuc_init_parts(AVUC_SEED())[part]
+
+
+#: the logits' and labels' generator seed, 0 in the book; a course draws another
+AVUC_SEED = parameter("ch08-ex-avuc-init", "seed", 0, lambda rng: int(rng.integers(1, 1000)),
+                      shown=("gen = torch.Generator().manual_seed({})", "gen_ex = torch.Generator().manual_seed({})"),
+                      text=str)
 
 
 @functools.lru_cache(maxsize=None)
-def _ch08_avuc_init_parts():
+def _ch08_avuc_init_parts(seed=0):
     """:func:`_ch08_avuc_init`'s three parts, computed in one process under the notebook's torch kernels
     (:func:`as_in_the_notebook`)."""
-    return as_in_the_notebook(_compute_avuc_init_parts, ("avuc", "confidence_avuc", "confidence_gs"))
+    return as_in_the_notebook(_compute_avuc_init_parts, ("avuc", "confidence_avuc", "confidence_gs"), seed)
 
 
-def _compute_avuc_init_parts(parts):
+def _compute_avuc_init_parts(parts, seed=0):
     """:func:`_ch08_avuc_init_parts`, in this process."""
-    return {part: _compute_avuc_init(part) for part in parts}
+    return {part: _compute_avuc_init(part, seed) for part in parts}
 
 
-def _compute_avuc_init(part):
+def _compute_avuc_init(part, seed=0):
     """:func:`_ch08_avuc_init` of ``part``, in this process."""
     import numpy as np
     import torch
 
     from calib.losses import avuc
 
-    gen = torch.Generator().manual_seed(0)
+    gen = torch.Generator().manual_seed(seed)
     logits = 0.05 * torch.randn(200, 10, dtype=torch.float64, generator=gen)
     labels = torch.randint(0, 10, (200,), generator=gen)
     kappa = 0.5 * np.log(10)

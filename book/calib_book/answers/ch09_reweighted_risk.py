@@ -10,10 +10,26 @@ from calib_book.answers.common import OneTorchThread, as_in_the_notebook
 from calib_book.answers.registry import Expected, interval_claim, parameter, register, verdict_claim, verdict_of
 
 
-def _ch09_au_exact(n=10, kappa=0.4):
+#: kappa = 0.4 (m = 4 of 10) in the book; a course draws another clipping level, 0.2 to 0.7
+HARMONIC_KAPPA = parameter("ex-ch09-harmonic", "kappa", 0.4, lambda rng: float(rng.choice([0.2, 0.3, 0.5, 0.6, 0.7])),
+                           shown=(("$\\kappa = {}$), write out", lambda k: f"{k:g}$ ($m = {round(10 * k)}"),
+                                  "exact_weights(10, {})", ("w_h.mean(), {} / 10,", lambda k: str(round(10 * k)))),
+                           text=str)
+#: the prediction (0.7, 0.3) in the book (the chapter's counterexample); a course draws another first probability
+HIERARCHY_P = parameter(
+    "ex-ch09-rho", "p", 0.7, lambda rng: float(rng.choice([0.6, 0.65, 0.8, 0.9])),
+    shown=("constant prediction $({})$ when", "np.abs(np.array([{}])",
+           "calibration_hierarchy([1.0], [[{}]], [[0.5, 0.5]], rho)",
+           ("off by ${}$, so", lambda p: f"{abs(p - 0.5):g}"),
+           ("(2 \\cdot {0}^\\rho)^{{1/\\rho}} = 2^{{1/\\rho}}\\,{0}$", lambda p: f"{abs(p - 0.5):g}"),
+           ("\\cdot 2 \\cdot {0}^\\rho)^{{1/\\rho}} = {0}$", lambda p: f"{abs(p - 0.5):g}")),
+    text=lambda p: f"{p:g}, {1 - p:.2g}")
+
+
+def _ch09_au_exact(n=10, kappa=None):
     """The AU loss's weights (``cdf="exact"``) of ``n`` descending scores, computed under the notebook's torch
     kernels (:func:`as_in_the_notebook`), once a process (a fresh copy each call)."""
-    return _ch09_au_exact_once(n, kappa).copy()
+    return _ch09_au_exact_once(n, HARMONIC_KAPPA() if kappa is None else kappa).copy()
 
 
 @functools.lru_cache(maxsize=None)
@@ -35,7 +51,8 @@ def _compute_au_exact(n, kappa):
 def _ch09_hierarchy(rho):
     from calib.selective import calibration_hierarchy
 
-    return calibration_hierarchy([1.0], [[0.7, 0.3]], [[0.5, 0.5]], rho)
+    p = HIERARCHY_P()
+    return calibration_hierarchy([1.0], [[p, 1 - p]], [[0.5, 0.5]], rho)
 
 
 def _ch09_printed_bound_holds_only_at():
@@ -153,10 +170,17 @@ def _train_ifl_runs(gamma, seeds, steps):
     return np.array(rows)
 
 
+#: seeds 0, 1 and 2 in the book; a course draws three other consecutive seeds (each its own stand-in problem)
+IFL_FIRST_SEED = parameter("ex-ch09-ifl-train", "first_seed", 0, lambda rng: int(rng.integers(3, 1000)),
+                           shown=(("on seeds {}. Compare", lambda k: f"{k}, {k + 1} and {k + 2}"),
+                                  ("seeds_ifl = [{}]", lambda k: f"{k}, {k + 1}, {k + 2}")), text=str)
+
+
 def _ch09_ifl_interval(column):
     from calib.stats import paired_seed_interval
 
-    interval = paired_seed_interval(_ch09_ifl_runs(2.0)[:, column], _ch09_ifl_runs(0.0)[:, column])
+    seeds = tuple(range(IFL_FIRST_SEED(), IFL_FIRST_SEED() + 3))
+    interval = paired_seed_interval(_ch09_ifl_runs(2.0, seeds)[:, column], _ch09_ifl_runs(0.0, seeds)[:, column])
     return (interval.low, interval.high)
 
 

@@ -4,7 +4,7 @@ and the chance of coinciding rows.
 
 from __future__ import annotations
 
-from calib_book.answers.registry import Expected, choice, register
+from calib_book.answers.registry import Expected, choice, parameter, register
 
 
 def _ch11_yardstick(part):
@@ -46,16 +46,24 @@ def _rows_compared(min_cells: int = 5, complete: bool = False) -> dict[str, list
     return out
 
 
-def _chance_coincidence_bound(p_cell: float = 1 / 50, min_cells: int = 5) -> float:
+#: a cell agrees by chance with probability 1/50 in the book; a course draws another 1/N
+CHANCE_DENOMINATOR = parameter("ch11-ex-coincidence", "denominator", 50, lambda rng: int(rng.choice([20, 25, 40, 100])),
+                               shown=("probability 1/{} (two", "$(1/{0})^m \\le (1/{0})^5$", "times $(1/{})^5$",
+                                      "(1 / {}) ** 5"), text=str)
+
+
+def _chance_coincidence_bound(p_cell: float | None = None, min_cells: int = 5) -> float:
     """Row pairs compared by chapter 11's search for coinciding rows, times p_cell ** min_cells."""
+    p_cell = 1 / CHANCE_DENOMINATOR() if p_cell is None else p_cell
     return sum(len(n) * (len(n) - 1) // 2 for n in _rows_compared(min_cells).values()) * p_cell ** min_cells
 
 
-def _chance_coincidence_expectation(p_cell: float = 1 / 50, min_cells: int = 5) -> float:
+def _chance_coincidence_expectation(p_cell: float | None = None, min_cells: int = 5) -> float:
     """The expected number of chance coincidences itself: only rows of one length can agree cell for cell, a pair
     of length m with probability p_cell ** m (the tightest valid bound)."""
     import collections
 
+    p_cell = 1 / CHANCE_DENOMINATOR() if p_cell is None else p_cell
     total = 0.0
     for lengths in _rows_compared(min_cells, complete=True).values():
         for m, n in collections.Counter(lengths).items():

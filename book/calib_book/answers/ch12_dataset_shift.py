@@ -7,10 +7,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from calib_book.answers.registry import Expected, choice, register
+from calib_book.answers.registry import Expected, choice, parameter, register
 
 #: Chapter 12's store: the grid's runs and their shift evaluation.
 SHIFT_STORE = Path(__file__).resolve().parents[2] / "results" / "12-dataset-shift"
+
+
+#: severity 5 in the book; a course draws another of the store's severities, 2 to 4 (for ch12-ex-worst-corruption 2 or
+#: 3: at severity 4 its answers are the book's), each exercise its own
+ERROR_BARS_SEVERITY = parameter("ch12-ex-error-bars", "severity", 5, lambda rng: int(rng.choice([2, 3, 4])),
+                                shown=("at severity {}, compute", "\"ts-nll\", \"ece_em_l2\", {})"), text=str)
+WORST_SEVERITY = parameter("ch12-ex-worst-corruption", "severity", 5, lambda rng: int(rng.choice([2, 3])),
+                           shown=("At severity {}, list", "\"ts-nll\", \"ece_em_l2\", {})",
+                                  ", {}, seeds=TRAINED_SEEDS[\"ce\"])"), text=str)
 
 
 def _ce_ts_at(metric: str, severity: int = 5):
@@ -28,7 +37,7 @@ def _ch12_error_bars(part: str) -> float:
 
     from calib.shift import corruption_sem
 
-    _, x = _ce_ts_at("ece_em_l2")
+    _, x = _ce_ts_at("ece_em_l2", ERROR_BARS_SEVERITY())
     if part == "plain":
         return float(100 * x.std(ddof=1) / np.sqrt(x.size))
     if part == "corrected":
@@ -49,15 +58,15 @@ register("ch12-ex-error-bars", "12-dataset-shift",
 
 def _ch12_under_confident() -> int:
     """ch12-ex-worst-corruption: the corruptions under which CE + TS is under-confident at severity 5 (mean
-    confidence below accuracy, means over the seeds)."""
-    _, confidence = _ce_ts_at("mean_confidence")
-    _, accuracy = _ce_ts_at("accuracy")
+    confidence below accuracy, means over the seeds; a course's severity)."""
+    _, confidence = _ce_ts_at("mean_confidence", WORST_SEVERITY())
+    _, accuracy = _ce_ts_at("accuracy", WORST_SEVERITY())
     return int(((confidence - accuracy).mean(axis=0) < 0).sum())
 
 
 def _ch12_worst() -> str:
     """ch12-ex-worst-corruption: the corruption with the largest ECE of CE + TS at severity 5 (mean over seeds)."""
-    kinds, ece = _ce_ts_at("ece_em_l2")
+    kinds, ece = _ce_ts_at("ece_em_l2", WORST_SEVERITY())
     return str(kinds[int(ece.mean(axis=0).argmax())])
 
 
