@@ -41,9 +41,9 @@ from typing import cast
 import numpy as np
 
 __all__ = ["META", "HISTORY", "LOGITS", "CHECKPOINT", "RUN_FILES", "DISCARDABLE", "LOGIT_KEYS", "Run", "load_run",
-           "read_json_object", "read_logits", "stored_splits", "read_checkpoint", "write_atomic", "write_json",
-           "write_logits", "RunLock", "RunFolder", "check_world_size", "remove_temporaries", "run_owner",
-           "RunLockedError", "CorruptRunError", "DiskFullError",
+           "read_json_object", "read_logits", "compact_logits", "LOGIT_DTYPES", "stored_splits", "read_checkpoint",
+           "write_atomic", "write_json", "write_logits", "RunLock", "RunFolder", "check_world_size",
+           "remove_temporaries", "run_owner", "RunLockedError", "CorruptRunError", "DiskFullError",
            "RunConfigError", "ReadOnlyRunError", "RunFolderMovedError", "git_commit", "git_dirty", "device_name"]
 __all__ += ["WEIGHTS", "WEIGHT_DTYPES", "write_weights", "read_weights"]
 
@@ -255,6 +255,8 @@ def read_logits(path, check_only: bool = False, splits: tuple = ("val", "test"))
                           f"logits (N, K) with integer labels (N,)")
         if y.size and (y.min() < 0 or y.max() >= z.shape[1]):
             raise damaged(f"{split}_labels outside [0, {z.shape[1]})")
+        if z.dtype == np.float16:                       # compacted (compact_logits): computed on in float32
+            arrays[f"{split}_logits"] = z.astype(np.float32)
     return arrays
 
 
@@ -413,6 +415,35 @@ def write_logits(path, arrays: dict) -> None:
     def write(tmp: Path) -> None:
         with open(tmp, "wb") as fh:                    # a file object: numpy would add ".npz" to a path
             np.savez_compressed(fh, **{k: arrays[k] for k in LOGIT_KEYS})
+
+    write_atomic(path, write)
+
+
+#: The float types :func:`compact_logits` stores logits in.
+LOGIT_DTYPES = ("float16",)
+
+
+def compact_logits(path, dtype: str = "float16") -> None:
+    """Rewrite the ``logits.npz`` at ``path`` with its logits in ``dtype`` (labels unchanged), through
+    :func:`write_atomic`: about half the file of float32 logits. :func:`read_logits` returns them as float32, the
+    float16 values exactly, so every reader computes as before on logits rounded to 11 significant bits (a
+    logit of 10 moves by at most 0.004). Chapter 10 keeps the logits of the runs it added last this way to fit the
+    store. A logit beyond float16's range (65,504) raises ValueError and leaves the file as it was."""
+    if dtype not in LOGIT_DTYPES:
+        raise ValueError(f"dtype={dtype!r} is not a logits dtype; choose one of {', '.join(LOGIT_DTYPES)}.")
+    path = Path(path)
+    arrays = read_logits(path, splits=stored_splits(path))
+    limit = float(np.finfo(dtype).max)
+    for key in [k for k in arrays if k.endswith("_logits")]:
+        z = arrays[key]
+        if not np.all(np.isfinite(z)) or np.abs(z).max(initial=0.0) > limit:
+            raise ValueError(f"{path}: {key} holds values beyond float16's range (|z| <= {limit:g}, finite); keep "
+                             f"this run's logits as they are.")
+        arrays[key] = z.astype(dtype)
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as fh:
+            np.savez_compressed(fh, **arrays)
 
     write_atomic(path, write)
 

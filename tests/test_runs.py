@@ -86,6 +86,33 @@ def test_logits_round_trip_and_every_damage_is_named(tmp_path):
         assert "allow_pickle" not in message, what
 
 
+def test_compacted_logits_are_float16_on_disk_and_read_back_as_float32(tmp_path):
+    """Issue 42: chapter 10 keeps some runs' logits as float16 to fit the store; every reader gets float32 arrays
+    (numpy would otherwise do softmaxes and metrics in half precision), equal to the float16 rounding."""
+    path = tmp_path / "logits.npz"
+    arrays = _logits(n=500, k=10)
+    runs.write_logits(path, arrays)
+    before = path.stat().st_size
+    runs.compact_logits(path)
+    with np.load(path) as raw:
+        assert raw["val_logits"].dtype == np.float16 and raw["test_logits"].dtype == np.float16
+        np.testing.assert_array_equal(raw["test_labels"], arrays["test_labels"])
+    got = read_logits(path)
+    for split in ("val", "test"):
+        assert got[f"{split}_logits"].dtype == np.float32
+        np.testing.assert_array_equal(got[f"{split}_logits"],
+                                      arrays[f"{split}_logits"].astype(np.float16).astype(np.float32))
+    assert path.stat().st_size < before
+    runs.compact_logits(path)                           # twice is once
+    np.testing.assert_array_equal(read_logits(path)["val_logits"], got["val_logits"])
+    with pytest.raises(ValueError, match="dtype='float8'.*float16"):
+        runs.compact_logits(path, dtype="float8")
+    runs.write_logits(path, {**arrays, "val_logits": arrays["val_logits"] * 1e5})
+    with pytest.raises(ValueError, match="beyond float16's range"):
+        runs.compact_logits(path)
+    assert read_logits(path)["val_logits"].dtype == arrays["val_logits"].dtype      # left as it was
+
+
 def test_json_damage_names_the_file(tmp_path):
     path = tmp_path / "meta.json"
     for data, what in ((b"\xff\xfe{", "is not valid JSON (UnicodeDecodeError"), (b"{", "is not valid JSON"),
