@@ -307,7 +307,7 @@ def test_committed_store_is_complete_and_small():
     grid = load_grid(REGIME / "grid-cpu.toml")
     missing = [str(r.out.relative_to(REGIME)) for r in grid.runs if not r.finished]
     assert not missing, f"runs of regime/grid-cpu.toml missing from the store: {missing}"
-    assert len(grid.runs) == 85
+    assert len(grid.runs) == 90
     for run in grid.runs:
         names = {p.name for p in run.out.iterdir()}
         assert names == {"meta.json", "history.json", "logits.npz"}, (run.out, names)
@@ -320,7 +320,7 @@ def test_committed_store_is_complete_and_small():
         assert {p.name for p in run.out.iterdir()} == {"meta.json", "history.json"}, run.out
         assert f"{run.loss}/seed{run.seed}" in evaluated, run.out
     size = sum(p.stat().st_size for p in STORE.rglob("*") if p.is_file())
-    assert size < 58 * 2 ** 20, f"the chapter-10 store holds {size / 2 ** 20:.1f} MB (limit 58 MB)"
+    assert size < 60 * 2 ** 20, f"the chapter-10 store holds {size / 2 ** 20:.1f} MB (limit 60 MB)"
 
 
 @pytest.mark.skipif(not DEBIAN_FASHION_MNIST.is_dir(), reason="needs Fashion-MNIST (Debian's dataset-fashion-mnist)")
