@@ -29,7 +29,8 @@ from calib.losses._focal import (FocalFamilyLoss, check_gamma_fits, check_schedu
 from calib.metrics import CSFS
 
 __all__ = ["cross_entropy", "focal_loss", "inverse_focal_loss", "dual_focal_loss", "sample_dependent_focal_loss",
-           "EpochScheduledFocalLoss", "FLSC_SCHEDULES", "brier_loss", "label_smoothing_loss", "label_smoothing_focal_loss", "confidence_scores"]
+           "EpochScheduledFocalLoss", "FLSC_SCHEDULES", "brier_loss", "label_smoothing_loss",
+           "label_smoothing_focal_loss", "confidence_scores"]
 
 
 def _class_weight(weight) -> torch.Tensor | None:
