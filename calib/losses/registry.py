@@ -33,7 +33,7 @@ from calib.focal import SCHEDULES
 from calib.focal.numerics import check_gamma
 from calib.losses.batch import avuc, check_au_args, mmce, s_avuc, selective_au_loss, soft_binned_ece_loss
 from calib.losses.functional import (FLSC_SCHEDULES, EpochScheduledFocalLoss, brier_loss, cross_entropy,
-                                     label_smoothing_loss)
+                                     label_smoothing_focal_loss, label_smoothing_loss)
 from calib.losses.modules import DualFocalLoss, FLSD53Loss, FLSDLoss, FocalLoss, InverseFocalLoss
 from calib.metrics import CSFS
 
@@ -204,15 +204,33 @@ def _build_brier(name: str, arg: str | None) -> Loss:
 
 
 def _build_ls(name: str, arg: str | None) -> Loss:
+    """"ls-<alpha>": cross-entropy on smoothed targets; "ls-<alpha>-fl-<gamma>": focal loss on them (Charoenphakdee
+    et al. 2021's LS paradigm, Sec. 6.1)."""
+    text, sep, focal = (arg or "").partition("-fl-")
     try:
-        alpha = float(arg) if arg is not None else None
+        alpha = float(text) if arg is not None else None
     except ValueError:
         alpha = None
-    if alpha is None or not 0 <= alpha < 1:
-        raise ValueError(f"loss {name!r}: write 'ls-<alpha>' with 0 <= alpha < 1, e.g. 'ls-0.05'.")
-    return RegisteredLoss(label_smoothing_loss, f"label_smoothing_{arg}",
-                          f"Label smoothing with alpha = {alpha:g} (Mukhoti et al.'s alpha / (K - 1)), mean over the "
-                          f"batch.", alpha=alpha)
+    if alpha is None or not 0 <= alpha < 1 or (sep and arg is not None and arg.endswith("-fl-")):
+        raise ValueError(f"loss {name!r}: write 'ls-<alpha>' with 0 <= alpha < 1, e.g. 'ls-0.05', or "
+                         f"'ls-<alpha>-fl-<gamma>' for focal loss on the smoothed targets, e.g. 'ls-0.1-fl-2'.")
+    if not sep:
+        return RegisteredLoss(label_smoothing_loss, f"label_smoothing_{text}",
+                              f"Label smoothing with alpha = {alpha:g} (Mukhoti et al.'s alpha / (K - 1)), mean over "
+                              f"the batch.", alpha=alpha)
+    try:
+        gamma = float(focal)
+    except ValueError:
+        raise ValueError(f"loss {name!r}: {focal!r} is not a number; write 'ls-<alpha>-fl-<gamma>' with gamma >= 0, "
+                         f"e.g. 'ls-0.1-fl-2'.") from None
+    try:
+        gamma = check_gamma(gamma, scalar=True)
+    except ValueError as exc:
+        raise ValueError(f"loss {name!r}: {exc}") from None
+    return RegisteredLoss(label_smoothing_focal_loss, f"label_smoothing_{text}_focal_loss_gamma_{focal}",
+                          f"Focal loss with gamma = {gamma:g} on targets smoothed with alpha = {alpha:g} (alpha / "
+                          f"(K - 1) to each other class; Charoenphakdee et al. 2021's LS, Sec. 6.1), mean over the "
+                          f"batch.", gamma=gamma, alpha=alpha)
 
 
 #: Defaults of the "aurc" loss name, the paper's CIFAR-10 setting (App. E.2, App. Table 3, kappa 0.9 or 0.8,
@@ -317,8 +335,9 @@ REGISTRY: tuple[LossSpec, ...] = (
              "epoch-scheduled focal loss (Mukhoti et al. 2020, App. E)", _build_flsc),
     LossSpec("brier", "primary", ("brier",), "brier", "Brier score (Brier 1950; Mukhoti et al. 2020, Sec. 5.1)",
              _build_brier),
-    LossSpec("ls", "primary", ("ls-<alpha>",), "ls-0.05",
-             "label smoothing, alpha / (K - 1) to each other class (Mukhoti et al. 2020, Sec. 5.1)", _build_ls),
+    LossSpec("ls", "primary", ("ls-<alpha>", "ls-<alpha>-fl-<gamma>"), "ls-0.05",
+             "label smoothing, alpha / (K - 1) to each other class (Mukhoti et al. 2020, Sec. 5.1); with '-fl-<gamma>' "
+             "focal loss on the smoothed targets (Charoenphakdee et al. 2021, Sec. 6.1)", _build_ls),
     LossSpec("mmce", "primary", ("mmce-<lambda>",), "mmce-2",
              "cross-entropy + lambda MMCE_w (Kumar et al. 2018; Mukhoti et al. 2020, Sec. 5.1)", _build_mmce_primary),
     LossSpec("inverse", "primary", ("inverse-fl-<gamma>",), "inverse-fl-2",
