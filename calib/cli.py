@@ -151,6 +151,10 @@ def _add_train_parser(commands) -> None:
     t.generated_help[t.add_argument("--secondary", default=None)] = _secondary_help
     t.add_argument("--secondary-weight", type=float, default=None,
                    help="weight beta of the secondary loss (default 1; needs --secondary)")
+    t.add_argument("--interleave", type=float, default=None, metavar="FRACTION",
+                   help="interleaved training (Karandikar et al. 2021, App. B): hold out this fraction of the "
+                        "training set; each epoch trains the loss alone on the rest, then beta * secondary alone on "
+                        "the held-out part (needs --secondary; default: joint training on the whole set)")
     t.add_argument("--epochs", type=int, help="passes over the training set (>= 1)")
     t.add_argument("--from-meta", metavar="RUN/meta.json",
                    help="rerun a stored run with exactly its config (only --device and --diagnostics may be given "
@@ -222,12 +226,16 @@ def _add_sweep_parser(commands) -> None:
                    help="once every run of the grid is finished, score each run's stored network (the grid's weights "
                         "= \"float16\") on the clean and corrupted test sets, every post-hoc map fitted on clean "
                         "validation, into <store>/shift.json (calib.shift; what chapter 12 reads)")
+    s.add_argument("--outcomes", action="store_true",
+                   help="once every run of the grid is finished, write each run's top-label test confidence and "
+                        "correctness with its meta.json to test-outcomes.npz beside the grid file "
+                        "(calib.experiments.write_test_outcomes; what chapter 08's interleaved runs keep)")
     s.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
-_TRAIN_FIELDS = ("data", "model", "loss", "secondary", "secondary_weight", "epochs", "seed", "lr", "momentum",
-                 "weight_decay", "milestones", "lr_decay", "batch_size", "augment", "train_subset", "val_subset",
-                 "test_subset", "pool", "grad_clip", "amp", "channels_last", "device", "diagnostics")
+_TRAIN_FIELDS = ("data", "model", "loss", "secondary", "secondary_weight", "interleave", "epochs", "seed", "lr",
+                 "momentum", "weight_decay", "milestones", "lr_decay", "batch_size", "augment", "train_subset",
+                 "val_subset", "test_subset", "pool", "grad_clip", "amp", "channels_last", "device", "diagnostics")
 #: Flags that may accompany --from-meta: they do not change what a run computes.
 _FROM_META_OVERRIDES = ("device", "diagnostics")
 
@@ -297,14 +305,21 @@ def _sweep(args) -> None:
     try:
         sweep(grid, progress=not args.no_progress, wait=args.wait)
     except RunsHeldError as exc:
-        note = (" Nothing was evaluated (--evaluate and --shift need every run finished)."
-                if args.evaluate or args.shift else "")
+        note = (" Nothing was evaluated (--evaluate, --shift and --outcomes need every run finished)."
+                if args.evaluate or args.shift or args.outcomes else "")
         raise _Incomplete(f"{exc}{note}" if not selection else f"{selection.strip()}: {exc}{note}") from None
     print(f"calib: grid {args.grid}{selection}: {len(grid.runs)} runs finished in {grid.store}")
     if args.evaluate:
         _evaluate(grid, progress=not args.no_progress)
     if args.shift:
         _evaluate_shift(grid, progress=not args.no_progress)
+    if args.outcomes:
+        from calib.experiments import write_test_outcomes
+
+        if selection:
+            raise ValueError(f"--outcomes writes the whole grid's runs; drop --only {args.only!r} (train them with "
+                             f"it, then write the outcomes without it).")
+        print(f"calib: wrote {write_test_outcomes(grid)}")
 
 
 def _evaluate_shift(grid, progress: bool) -> None:

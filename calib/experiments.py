@@ -117,7 +117,7 @@ class Grid:
 #: Config fields a model table (``models``) or a loss table (``losses``) may not set: a model table's runs are
 #: filed under its label for every loss, a loss table's under its label for every model, and the seeds are the
 #: grid's ``seeds``.
-_NOT_IN_TABLE = {"models": ("loss", "secondary", "secondary_weight", "seed"), "losses": ("model", "seed")}
+_NOT_IN_TABLE = {"models": ("loss", "secondary", "secondary_weight", "interleave", "seed"), "losses": ("model", "seed")}
 
 
 def _entry(item, kind: str, path: Path) -> tuple[str, dict]:
@@ -1400,3 +1400,96 @@ def fit_temperature_focal(logits, labels, gamma, bounds=(0.05, 20.0)) -> float:
                          "widen the bounds.")
     fit = minimize_scalar(focal, bounds=(grid[best - 1], grid[best + 1]), method="bounded", options={"xatol": 1e-4})
     return float(np.exp(fit.x))
+
+
+# ------------------------------------------------------------------------ a grid's test outcomes, kept small
+
+__all__ += ["TestOutcomes", "write_test_outcomes", "read_test_outcomes"]
+
+
+@dataclass(frozen=True)
+class TestOutcomes:
+    """One run's top-label test outcomes: the confidence (the largest softmax probability, float64, from the stored
+    float32 logits) and whether the top label is right, per test sample, with the run's ``meta.json``. Enough for
+    the top-label metrics of :func:`calib.metrics.statistic` with the test set's noise (:meth:`statistic`), in a
+    tenth of the space of the logits."""
+
+    __test__ = False                   # not a pytest test class
+
+    model: str
+    loss: str
+    seed: int
+    confidence: np.ndarray
+    correct: np.ndarray
+    meta: dict
+
+    def statistic(self, metric: str, n_bins: int = 15):
+        """The run's ``metric`` as a statistic of the test samples (:mod:`calib.stats.test_set`): ``"accuracy"``,
+        ``"ece_em_l2"`` (Karandikar et al.'s l2 equal-mass ECE) or ``"adaece"``, over ``n_bins`` bins."""
+        from calib.metrics import EqualMassStatistic
+        from calib.stats.test_set import AdditiveStatistic
+
+        if metric == "accuracy":
+            return AdditiveStatistic(self.correct.astype(np.float64)[:, None],
+                                     lambda sums, total: sums[:, 0] / total)
+        if metric in _EQUAL_MASS:
+            return EqualMassStatistic(self.confidence, self.correct, n_bins, _EQUAL_MASS[metric])
+        raise ValueError(f"metric={metric!r}: test outcomes give 'accuracy', 'ece_em_l2' or 'adaece'.")
+
+
+def write_test_outcomes(grid, path=None) -> Path:
+    """Write the top-label test outcomes of every finished run of ``grid`` (a :class:`Grid` or its file) to ``path``
+    (default: ``test-outcomes.npz`` beside the grid file), a compressed archive of plain arrays: ``confidence``
+    (runs, N) float64, ``correct`` (runs, N) bool, and ``runs``, a JSON list of each run's model, loss, seed and
+    ``meta.json``. The store a chapter's claim reads when the runs' logits are too large to commit
+    (:func:`read_test_outcomes`). Every run must be finished with its test logits, on one test set."""
+    from scipy.special import softmax
+
+    if not isinstance(grid, Grid):
+        grid = load_grid(grid)
+    path = Path(path) if path is not None else grid.path.parent / "test-outcomes.npz"
+    confidence, correct, entries, labels = [], [], [], None
+    for run in grid.runs:
+        stored = load_run(run.out)
+        if not stored.finished:
+            raise ValueError(f"{run.out}: the run is not finished; finish the grid first (calib sweep {grid.path}).")
+        arrays = run_files.read_logits(run.out / run_files.LOGITS, splits=("test",))
+        if labels is not None and not np.array_equal(labels, arrays["test_labels"]):
+            raise ValueError(f"{run.out}: its test labels differ from the grid's first run's; every run of the grid "
+                             "must be scored on one test set.")
+        labels = arrays["test_labels"]
+        probs = softmax(arrays["test_logits"].astype(np.float64), axis=1)
+        confidence.append(probs.max(axis=1))
+        correct.append(probs.argmax(axis=1) == labels)
+        meta = json.loads((run.out / run_files.META).read_text())
+        entries.append({"model": run.model, "loss": run.loss, "seed": run.seed, "meta": meta})
+    if not entries:
+        raise ValueError(f"{grid.path} has no runs.")
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as fh:
+            np.savez_compressed(fh, confidence=np.stack(confidence), correct=np.stack(correct),
+                                runs=np.array(json.dumps(entries)))
+    run_files.write_atomic(path, write)
+    return path
+
+
+def read_test_outcomes(path) -> dict:
+    """The runs of a :func:`write_test_outcomes` archive, ``{(loss, seed): TestOutcomes}`` (read without pickles);
+    a damaged or foreign file raises :class:`calib.runs.CorruptRunError` naming it."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            confidence, correct, entries = npz["confidence"], npz["correct"], json.loads(str(npz["runs"]))
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, KeyError, EOFError, TypeError) as exc:
+        raise run_files.CorruptRunError(f"{path} is not a test-outcomes archive of calib.experiments."
+                                        f"write_test_outcomes ({type(exc).__name__}); rewrite it from its grid's "
+                                        "runs.") from None
+    if confidence.shape != correct.shape or confidence.ndim != 2 or len(entries) != len(confidence):
+        raise run_files.CorruptRunError(f"{path}: confidence {confidence.shape}, correct {correct.shape} and "
+                                        f"{len(entries)} runs do not match; rewrite it from its grid's runs.")
+    return {(e["loss"], int(e["seed"])): TestOutcomes(e["model"], e["loss"], int(e["seed"]), confidence[i],
+                                                        correct[i].astype(bool), e["meta"])
+            for i, e in enumerate(entries)}

@@ -63,6 +63,7 @@ class TrainConfig:
     seed: int = 0
     secondary: str | None = None
     secondary_weight: float = 1.0
+    interleave: float | None = None
     lr: float = 0.1
     momentum: float = 0.9
     weight_decay: float = 5e-4
@@ -117,7 +118,8 @@ class TrainConfig:
         ``batch_size``, ``pool`` and the subsets integers >= 1; ``seed`` an integer in [0, :data:`MAX_SEED`];
         ``lr`` > 0; ``momentum`` in [0, 1) (SGD's heavy ball diverges at 1 and beyond); ``weight_decay`` >= 0;
         ``lr_decay`` in (0, 1]; ``secondary_weight`` > 0, and 1 unless there is a ``secondary`` loss;
-        ``grad_clip`` > 0; ``milestones`` increasing epochs in [1, ``epochs``]. Every real is finite."""
+        ``interleave`` in (0, 1) and only with a ``secondary`` loss; ``grad_clip`` > 0; ``milestones`` increasing
+        epochs in [1, ``epochs``]. Every real is finite."""
         epochs = check_int(self.epochs, "epochs")
         seed = check_int(self.seed, "seed", minimum=0)
         if seed > MAX_SEED:
@@ -136,6 +138,15 @@ class TrainConfig:
         if self.secondary is None and weight != 1.0:
             raise ValueError(f"secondary_weight={weight:g} needs a secondary loss (e.g. secondary='sb-ece'): it "
                              f"weighs the secondary loss, and there is none.")
+        if self.interleave is not None:
+            fraction = self.interleave
+            if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
+                raise ValueError(f"interleave must be the held-out fraction of the training set, a number in (0, 1) "
+                                 f"(e.g. interleave=0.1), or None for joint training; got {fraction!r}.")
+            if self.secondary is None:
+                raise ValueError(f"interleave={fraction:g} needs a secondary loss (e.g. secondary='sb-ece'): the "
+                                 f"held-out part is trained on the secondary loss alone (Karandikar et al. 2021, App. "
+                                 f"B); set secondary, or drop interleave.")
         if self.grad_clip is not None:
             check_positive(self.grad_clip, "grad_clip")
         if self.milestones is not None:
@@ -146,10 +157,11 @@ class TrainConfig:
                 raise ValueError(f"milestones must be increasing epochs in [1, epochs={epochs}]; got {steps}.")
 
     def identity(self) -> dict:
-        """The fields that must agree for two runs to be the same run."""
+        """The fields that must agree for two runs to be the same run (``interleave`` only when it is set: a run
+        stored before the option existed is the same run as one of its configuration without it)."""
         d = dataclasses.asdict(self)
         d["milestones"] = list(d["milestones"]) if d["milestones"] is not None else None
-        return {k: v for k, v in d.items() if k not in NON_IDENTITY}
+        return {k: v for k, v in d.items() if k not in NON_IDENTITY and not (k == "interleave" and v is None)}
 
 
 def config_from_meta(path, world_size: int | None = None) -> TrainConfig:

@@ -9,6 +9,12 @@ committed GPU runs from ``book/results``). The small in-memory trainings of the 
 (the linear toy's gradient descent, a minimal loop) are :mod:`calib.small_training`; their names stay
 importable from here.
 
+**Interleaved training.** With ``interleave`` (:class:`~calib.run_config.TrainConfig`), Karandikar et al.'s
+remedy for a primary loss that memorises the training set (2021, App. B): a fraction of the training set is held
+out once (:func:`interleave_split`), and each epoch is split in two, the primary loss alone over the rest, then the
+weighted secondary loss alone over the held-out part. ``history.json`` records the first part's mean loss as
+``train_loss`` and the second's as ``heldout_loss``.
+
 **Across processes.** Launched by ``torchrun --standalone --nproc_per_node N -m calib train ...`` (``WORLD_SIZE``
 > 1, :mod:`calib.distributed`), one run trains with ``DistributedDataParallel`` (gloo on the CPU, NCCL on CUDA,
 one GPU per process). ``batch_size`` is the *global* batch: every rank draws the epoch's order, crops and flips
@@ -60,7 +66,7 @@ from calib.small_training import logistic_gradient_descent, resolve_device, trai
 
 #: (TrainConfig, config_from_meta, paper_milestones and the constants of a config are :mod:`calib.run_config`'s,
 #: importable from here as well.)
-__all__ = ["Trainer", "train", "torch_flags", "GRAD_NORM_EDGES", "split_statistics"]
+__all__ = ["Trainer", "train", "torch_flags", "GRAD_NORM_EDGES", "split_statistics", "interleave_split"]
 
 #: log10-spaced edges of the per-sample last-layer gradient-norm histograms (Fig. 4b-d); norms outside
 #: [1e-8, 1e2] are counted in the first or last bin.
@@ -108,10 +114,35 @@ def _source_commit() -> dict:
     return {"git_commit": commit, "git_dirty": dirty}
 
 
-def _epoch_seed(seed: int, epoch: int) -> int:
+def _epoch_seed(seed: int, epoch: int, phase: int = 0) -> int:
     """The seed of epoch ``epoch``'s data order and augmentation: independent of any state, so a resumed
-    run replays exactly the batches an uninterrupted one would have seen."""
-    return int(np.random.SeedSequence([int(seed), int(epoch), 0x0CA1]).generate_state(1, dtype=np.uint64)[0] >> 1)
+    run replays exactly the batches an uninterrupted one would have seen. ``phase`` 1 is the second part of an
+    interleaved epoch (:func:`interleave_split`); phase 0 is every other epoch's (and the first part's)."""
+    entropy = [int(seed), int(epoch), 0x0CA1] + ([int(phase)] if phase else [])
+    return int(np.random.SeedSequence(entropy).generate_state(1, dtype=np.uint64)[0] >> 1)
+
+
+def interleave_split(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The two parts of a training set of ``n`` samples for interleaved training (Karandikar et al. 2021, App. B):
+    the *majority* part, on which each epoch first optimises the primary loss, and the *held-out* part, ``round(
+    fraction * n)`` samples drawn at random from ``seed`` (the same for the whole run, and for a resumed one), on
+    which it then optimises the secondary loss. Returns the sorted indices of both parts, which partition
+    ``range(n)``.
+
+    Raises
+    ------
+    ValueError
+        Unless ``fraction`` lies in (0, 1) and leaves at least one sample in each part.
+    """
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
+        raise ValueError(f"interleave must be a fraction in (0, 1), e.g. 0.1; got {fraction!r}.")
+    held = int(round(fraction * n))
+    if not 0 < held < n:
+        raise ValueError(f"interleave={fraction:g} of {n} training samples leaves {held} held out and {n - held} in "
+                         f"the majority part; each part needs at least one sample: choose a fraction nearer 1/2 or "
+                         f"train on more samples.")
+    order = np.random.default_rng(np.random.SeedSequence([int(seed), 0x1E4F])).permutation(n)
+    return np.sort(order[held:]), np.sort(order[:held])
 
 
 def split_statistics(logits: np.ndarray, labels: np.ndarray, reliability_bins: int | None = None) -> dict:
@@ -192,7 +223,7 @@ class Trainer:
     # ------------------------------------------------------------------------------------------ set-up
     def _setup(self):
         from calib.data import TensorLoader, load_dataset
-        from calib.losses import get_loss
+        from calib.losses import get_loss, get_secondary_loss
         from calib.models import build_model, count_parameters
 
         cfg = self.config
@@ -220,6 +251,22 @@ class Trainer:
         common = dict(mean=ds.mean, std=ds.std, device=self.device, channels_last=cfg.channels_last)
         self.train_loader = TensorLoader(ds.x_train, ds.y_train, cfg.batch_size, augment=cfg.augment != "none",
                                          pad=pad, flip=flip, **common)
+        self.phases = [(self.train_loader, self.loss_fn)]
+        if cfg.interleave is not None:             # Karandikar et al. (2021), App. B: two parts of each epoch
+            majority, held_out = self.interleave_parts()
+            if self.launch.distributed:
+                for part in (majority, held_out):
+                    self._check_shares(len(part))
+            primary = get_loss(cfg.loss)
+            secondary = get_secondary_loss(cast(str, cfg.secondary))
+            weight = float(cfg.secondary_weight)
+
+            def weighted(logits, targets):
+                return weight * secondary(logits, targets)
+
+            self.phases = [(TensorLoader(ds.x_train[idx], ds.y_train[idx], cfg.batch_size,
+                                         augment=cfg.augment != "none", pad=pad, flip=flip, **common), fn)
+                           for idx, fn in ((majority, primary), (held_out, weighted))]
         eval_bs = max(cfg.batch_size, 500)
         self.eval_loaders = {"train": TensorLoader(ds.x_train, ds.y_train, eval_bs, **common),
                              "val": TensorLoader(ds.x_val, ds.y_val, eval_bs, **common),
@@ -233,6 +280,13 @@ class Trainer:
         self.history: dict = {"grad_norm_edges": GRAD_NORM_EDGES.tolist(), "reliability_bins": 25, "epochs": []}
         self.epoch = 0
         self.wall_time = 0.0
+
+    def interleave_parts(self) -> tuple[np.ndarray, np.ndarray]:
+        """The indices into the (subset) training set of the majority and held-out parts of interleaved training
+        (``config.interleave``; :func:`interleave_split`). ValueError when the run does not interleave."""
+        if self.config.interleave is None:
+            raise ValueError("interleave_parts: this run trains jointly (interleave=None); set interleave, e.g. 0.1.")
+        return interleave_split(len(self.dataset.y_train), self.config.interleave, self.config.seed)
 
     def _check_shares(self, n_train: int) -> None:
         """Refuse a global batch that leaves a rank without rows (a batch, or the epoch's last one, smaller
@@ -352,15 +406,33 @@ class Trainer:
 
     # ---------------------------------------------------------------------------------------- training
     def _train_epoch(self, epoch: int, bar=None) -> float:
+        """One epoch; the mean training loss. Interleaved (``config.interleave``, Karandikar et al. 2021, App. B):
+        the primary loss alone over the majority part, then the weighted secondary loss alone over the held-out
+        part, each in its own order (:func:`_epoch_seed`'s phases 0 and 1); the mean returned is the primary's over
+        the majority part, and the secondary's over the held-out part is kept in ``self.heldout_loss``."""
         cfg = self.config
-        if hasattr(self.loss_fn, "set_epoch"):
-            self.loss_fn.set_epoch(epoch, cfg.epochs)
+        for fn in {id(f): f for f in (self.loss_fn, *(f for _, f in self.phases))}.values():
+            if hasattr(fn, "set_epoch"):
+                fn.set_epoch(epoch, cfg.epochs)
         self.model.train()
-        generator = torch.Generator().manual_seed(_epoch_seed(cfg.seed, epoch))
+        means = []
+        for phase, (loader, loss_fn) in enumerate(self.phases):
+            generator = torch.Generator().manual_seed(_epoch_seed(cfg.seed, epoch, phase))
+            means.append(self._train_pass(loader, loss_fn, generator, bar) / loader.n)
+        self.heldout_loss = means[1] if len(means) > 1 else None
+        for mean_loss in means:
+            if not np.isfinite(mean_loss):
+                raise FloatingPointError(f"the training loss became {mean_loss} in epoch {epoch}; lower --lr or set "
+                                         f"--grad-clip.")
+        return means[0]
+
+    def _train_pass(self, loader, loss_fn, generator, bar=None) -> float:
+        """One pass of ``loss_fn`` over ``loader``'s batches in ``generator``'s order; the summed loss."""
+        cfg = self.config
         total = torch.zeros((), dtype=torch.float64, device=self.device)
         amp = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=bool(cfg.amp))
         world = self.launch.world_size
-        for xb, yb in self.train_loader.epoch(generator):
+        for xb, yb in loader.epoch(generator):
             batch = yb.shape[0]
             if world > 1:                      # this rank's share of the global batch
                 rows = distributed.local_rows(batch, self.launch)
@@ -368,7 +440,7 @@ class Trainer:
             self.optimizer.zero_grad(set_to_none=True)
             with amp:
                 logits = self.train_model(xb)
-            value = self.loss_fn(logits.float(), yb)
+            value = loss_fn(logits.float(), yb)
             # DDP averages the ranks' gradients: weighting each by world * share gives the global batch's mean
             (value * (world * yb.shape[0] / batch) if world > 1 else value).backward()
             if cfg.grad_clip is not None:
@@ -379,11 +451,7 @@ class Trainer:
                 bar.update(1)
         if world > 1:
             torch.distributed.all_reduce(total)
-        mean_loss = float(total) / self.train_loader.n
-        if not np.isfinite(mean_loss):
-            raise FloatingPointError(f"the training loss became {mean_loss} in epoch {epoch}; lower --lr or set "
-                                     f"--grad-clip.")
-        return mean_loss
+        return float(total)
 
     def _meta(self, finished: bool, discarded=()) -> dict:
         import scipy
@@ -510,7 +578,8 @@ class Trainer:
                 epoch = self.epoch + 1
                 start = time.perf_counter()
                 if self.progress:
-                    batch_bar = tqdm(total=len(self.train_loader), desc=f"epoch {epoch}", unit="batch", leave=False)
+                    batch_bar = tqdm(total=sum(len(loader) for loader, _ in self.phases), desc=f"epoch {epoch}",
+                                     unit="batch", leave=False)
                 lr = self.optimizer.param_groups[0]["lr"]
                 train_loss = self._train_epoch(epoch, batch_bar)
                 if self.device.type == "cuda":
@@ -518,6 +587,7 @@ class Trainer:
                 train_seconds = time.perf_counter() - start
                 self.scheduler.step()
                 record = {"epoch": epoch, "lr": lr, "train_loss": train_loss,
+                          **({"heldout_loss": self.heldout_loss} if self.heldout_loss is not None else {}),
                           "gamma": _json_float(getattr(self.loss_fn, "gamma", np.nan)),
                           "train_seconds": round(train_seconds, 4),
                           "images_per_s": round(self.train_loader.n / train_seconds, 1)}

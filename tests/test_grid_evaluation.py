@@ -39,9 +39,10 @@ def test_failed_runs_are_those_more_than_5_points_below_ce_on_the_same_seed():
 
 def test_failed_runs_of_the_regime_grid():
     out = failed_runs(stored_evaluation(REGIME / "posthoc.json"), model=MODEL)
-    assert set(out) == {"aurc", "ce+s-avuc"}
+    # CE + S-AvUC at the registry's kappa 0.5 failed on seed 2; at its validation-tuned kappa 0.8 (issue 42,
+    # grid-savuc-tuning.toml) it trains on every seed
+    assert set(out) == {"aurc"}
     assert sorted(out["aurc"]) == [0, 1, 2, 3, 4] and max(out["aurc"].values()) < 0.5
-    assert list(out["ce+s-avuc"]) == [2]
 
 
 def test_fitted_map_gives_back_the_stored_test_metrics():

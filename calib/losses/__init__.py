@@ -30,8 +30,8 @@ from calib.losses.functional import (FLSC_SCHEDULES, EpochScheduledFocalLoss, br
                                      cross_entropy, dual_focal_loss, focal_loss, inverse_focal_loss,
                                      label_smoothing_loss, sample_dependent_focal_loss)
 from calib.losses.modules import DualFocalLoss, FLSD53Loss, FLSDLoss, FocalLoss, InverseFocalLoss
-from calib.losses.registry import (AURC_DEFAULTS, LOSSES, REGISTRY, SECONDARY_LOSSES, CombinedLoss, LossSpec,
-                                   RegisteredLoss, combined_loss, describe_loss, focal_gamma, get_loss,
+from calib.losses.registry import (AURC_DEFAULTS, LOSSES, REGISTRY, S_AVUC_DEFAULTS, SECONDARY_LOSSES, CombinedLoss,
+                                   LossSpec, RegisteredLoss, combined_loss, describe_loss, focal_gamma, get_loss,
                                    get_secondary_loss, loss_names, secondary_loss_names)
 from calib.metrics import CSFS
 
@@ -41,8 +41,9 @@ __all__ = [
     "DualFocalLoss", "brier_loss", "label_smoothing_loss", "confidence_scores", "CSFS",
     "au_weights", "selective_au_loss", "soft_binned_ece_loss", "avuc", "avuc_gs", "s_avuc", "mmce",
     "confidence_incentive", "AVUC_EPS",
-    "LossSpec", "REGISTRY", "LOSSES", "SECONDARY_LOSSES", "AURC_DEFAULTS", "get_loss", "get_secondary_loss",
-    "loss_names", "secondary_loss_names", "describe_loss", "combined_loss", "focal_gamma", "RegisteredLoss",
+    "LossSpec", "REGISTRY", "LOSSES", "SECONDARY_LOSSES", "AURC_DEFAULTS", "S_AVUC_DEFAULTS", "get_loss",
+    "get_secondary_loss", "loss_names", "secondary_loss_names", "describe_loss", "combined_loss", "focal_gamma",
+    "RegisteredLoss",
     "CombinedLoss",
 ]
 

@@ -29,7 +29,8 @@ from calib.losses._focal import (FocalFamilyLoss, check_gamma_fits, check_schedu
 from calib.metrics import CSFS
 
 __all__ = ["cross_entropy", "focal_loss", "inverse_focal_loss", "dual_focal_loss", "sample_dependent_focal_loss",
-           "EpochScheduledFocalLoss", "FLSC_SCHEDULES", "brier_loss", "label_smoothing_loss", "confidence_scores"]
+           "EpochScheduledFocalLoss", "FLSC_SCHEDULES", "brier_loss", "label_smoothing_loss",
+           "label_smoothing_focal_loss", "confidence_scores"]
 
 
 def _class_weight(weight) -> torch.Tensor | None:
@@ -367,5 +368,48 @@ def label_smoothing_loss(logits: torch.Tensor, targets: torch.Tensor, alpha: flo
     onehot = F.one_hot(targets.long(), k).to(log_p.dtype)
     smooth = (1 - alpha) * onehot + alpha * (1 - onehot) / (k - 1)
     return reduce(-(smooth * log_p).sum(dim=1), reduction)
+
+
+def label_smoothing_focal_loss(logits: torch.Tensor, targets: torch.Tensor, gamma: float, alpha: float,
+                               reduction: str = "mean") -> torch.Tensor:
+    r"""Focal loss against smoothed targets, ``-sum_i s_i (1 - p_i)^gamma log p_i`` with ``p = softmax(logits)``
+    and ``s = (1 - alpha) e_y + alpha (1 - e_y) / (K - 1)``.
+
+    Charoenphakdee et al. (2021), Eq. 5 (the focal loss of a target vector ``v``) with the label-smoothed target of
+    their "LS" paradigm (Sec. 6.1, parameter 0.1; the paper does not say how the mass is spread, so this takes the
+    book's convention of :func:`label_smoothing_loss`, alpha / (K - 1) to each other class). At ``gamma = 0`` it is
+    :func:`label_smoothing_loss`, at ``alpha = 0`` :func:`focal_loss`.
+
+    ``1 - p_i`` is ``-expm1(log p_i)`` from ``log_softmax``, as in :func:`focal_loss`; where it is exactly 0 and
+    ``gamma = 0`` the factor is 1 (``0 ** 0``), so the loss stays the smoothed cross-entropy.
+
+    Raises
+    ------
+    ValueError
+        For a gamma that is not a finite number >= 0, an alpha outside [0, 1), fewer than 2 classes with alpha > 0,
+        or the input errors of :func:`label_smoothing_loss`.
+    """
+    check_inputs(logits, targets, reduction)
+    if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real):
+        raise ValueError(f"gamma must be a number >= 0 (the focal parameter; 0 is label-smoothed cross-entropy); got "
+                         f"{gamma!r}.")
+    gamma = check_gamma(float(gamma), scalar=True)
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 0 <= alpha < 1:
+        raise ValueError(f"alpha must be a number in [0, 1) (the label smoothing; 0.1 in Charoenphakdee et al.); got "
+                         f"{alpha!r}.")
+    log_p = F.log_softmax(upcast(logits), dim=1)
+    k = log_p.shape[1]
+    if alpha > 0 and k < 2:
+        raise ValueError(f"label smoothing with alpha={alpha:g} needs at least 2 classes (it gives alpha / (K - 1) to "
+                         f"each other class); logits has K = {k}.")
+    if alpha > 0 and bool(torch.isneginf(logits).any()):
+        raise ValueError("logits has -inf entries (masked classes): label smoothing gives every other class alpha / "
+                         "(K - 1) of the target, so its loss there is infinite; drop the masked columns first, or "
+                         "use alpha = 0.")
+    onehot = F.one_hot(targets.long(), k).to(log_p.dtype)
+    smooth = (1 - alpha) * onehot + alpha * (1 - onehot) / (k - 1)
+    weight = torch.pow(-torch.expm1(log_p), gamma)
+    terms = torch.where(smooth > 0, smooth * weight * log_p, torch.zeros_like(log_p))
+    return reduce(-terms.sum(dim=1), reduction)
 
 

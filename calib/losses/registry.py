@@ -25,7 +25,7 @@ import math
 import numbers
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable, cast
+from typing import Any, Callable, cast
 
 import torch
 
@@ -33,12 +33,13 @@ from calib.focal import SCHEDULES
 from calib.focal.numerics import check_gamma
 from calib.losses.batch import avuc, check_au_args, mmce, s_avuc, selective_au_loss, soft_binned_ece_loss
 from calib.losses.functional import (FLSC_SCHEDULES, EpochScheduledFocalLoss, brier_loss, cross_entropy,
-                                     label_smoothing_loss)
+                                     label_smoothing_focal_loss, label_smoothing_loss)
 from calib.losses.modules import DualFocalLoss, FLSD53Loss, FLSDLoss, FocalLoss, InverseFocalLoss
 from calib.metrics import CSFS
 
-__all__ = ["LossSpec", "REGISTRY", "LOSSES", "SECONDARY_LOSSES", "AURC_DEFAULTS", "get_loss", "get_secondary_loss",
-           "loss_names", "secondary_loss_names", "describe_loss", "combined_loss", "focal_gamma", "RegisteredLoss",
+__all__ = ["LossSpec", "REGISTRY", "LOSSES", "SECONDARY_LOSSES", "AURC_DEFAULTS", "S_AVUC_DEFAULTS", "get_loss",
+           "get_secondary_loss", "loss_names", "secondary_loss_names", "describe_loss", "combined_loss", "focal_gamma",
+           "RegisteredLoss",
            "CombinedLoss"]
 
 Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -66,6 +67,9 @@ class LossSpec:
     focal_gamma : bool
         Whether the family is focal loss with one fixed gamma, the loss's ``gamma`` (so that the focal
         calibration map Psi^gamma of the same gamma applies to its model; :func:`focal_gamma`).
+    options : bool
+        For a secondary loss: whether its name may carry options, ``<key>-<option>=<value>,...``
+        (``"s-avuc-kappa=0.3,t=0.05"``), passed to ``build`` as ``argument``.
     """
 
     key: str
@@ -75,6 +79,7 @@ class LossSpec:
     summary: str
     build: Callable[..., Loss]
     focal_gamma: bool = False
+    options: bool = False
 
 
 # ------------------------------------------------------------------------------------------ the modules
@@ -204,15 +209,33 @@ def _build_brier(name: str, arg: str | None) -> Loss:
 
 
 def _build_ls(name: str, arg: str | None) -> Loss:
+    """"ls-<alpha>": cross-entropy on smoothed targets; "ls-<alpha>-fl-<gamma>": focal loss on them (Charoenphakdee
+    et al. 2021's LS paradigm, Sec. 6.1)."""
+    text, sep, focal = (arg or "").partition("-fl-")
     try:
-        alpha = float(arg) if arg is not None else None
+        alpha = float(text) if arg is not None else None
     except ValueError:
         alpha = None
-    if alpha is None or not 0 <= alpha < 1:
-        raise ValueError(f"loss {name!r}: write 'ls-<alpha>' with 0 <= alpha < 1, e.g. 'ls-0.05'.")
-    return RegisteredLoss(label_smoothing_loss, f"label_smoothing_{arg}",
-                          f"Label smoothing with alpha = {alpha:g} (Mukhoti et al.'s alpha / (K - 1)), mean over the "
-                          f"batch.", alpha=alpha)
+    if alpha is None or not 0 <= alpha < 1 or (sep and arg is not None and arg.endswith("-fl-")):
+        raise ValueError(f"loss {name!r}: write 'ls-<alpha>' with 0 <= alpha < 1, e.g. 'ls-0.05', or "
+                         f"'ls-<alpha>-fl-<gamma>' for focal loss on the smoothed targets, e.g. 'ls-0.1-fl-2'.")
+    if not sep:
+        return RegisteredLoss(label_smoothing_loss, f"label_smoothing_{text}",
+                              f"Label smoothing with alpha = {alpha:g} (Mukhoti et al.'s alpha / (K - 1)), mean over "
+                              f"the batch.", alpha=alpha)
+    try:
+        gamma = float(focal)
+    except ValueError:
+        raise ValueError(f"loss {name!r}: {focal!r} is not a number; write 'ls-<alpha>-fl-<gamma>' with gamma >= 0, "
+                         f"e.g. 'ls-0.1-fl-2'.") from None
+    try:
+        gamma = check_gamma(gamma, scalar=True)
+    except ValueError as exc:
+        raise ValueError(f"loss {name!r}: {exc}") from None
+    return RegisteredLoss(label_smoothing_focal_loss, f"label_smoothing_{text}_focal_loss_gamma_{focal}",
+                          f"Focal loss with gamma = {gamma:g} on targets smoothed with alpha = {alpha:g} (alpha / "
+                          f"(K - 1) to each other class; Charoenphakdee et al. 2021's LS, Sec. 6.1), mean over the "
+                          f"batch.", gamma=gamma, alpha=alpha)
 
 
 #: Defaults of the "aurc" loss name, the paper's CIFAR-10 setting (App. E.2, App. Table 3, kappa 0.9 or 0.8,
@@ -278,7 +301,43 @@ def _build_sb_ece(name: str, arg: None, temperature: float = 0.01, n_bins: int =
                           estimator=estimator)
 
 
-def _build_s_avuc(name: str, arg: None, kappa: float = 0.5, temperature: float = 0.1) -> Loss:
+#: Defaults of the "s-avuc" secondary loss name, the book's (Karandikar et al. tune kappa and T on validation,
+#: App. G, and do not report the values): the threshold kappa on the normalised entropy and the temperature T.
+S_AVUC_DEFAULTS = {"kappa": 0.5, "t": 0.1}
+_S_AVUC_HELP = ("write 's-avuc' or 's-avuc-<key>=<value>,...' with keys kappa (the threshold on the normalised "
+                "entropy, 0 < kappa < 1) and t (the temperature T > 0), e.g. 's-avuc-kappa=0.3,t=0.05'")
+
+
+def _s_avuc_options(name: str, arg: str | None) -> dict:
+    """The options an ``s-avuc`` name sets: ``"kappa=0.3,t=0.05"`` -> ``{"kappa": 0.3, "temperature": 0.05}``."""
+    options: dict = {}
+    for item in ([] if arg is None else arg.split(",")):
+        key, eq, text = item.strip().partition("=")
+        if key not in S_AVUC_DEFAULTS:
+            raise ValueError(f"secondary loss {name!r}: unknown option {key!r}; {_S_AVUC_HELP}.")
+        field = "kappa" if key == "kappa" else "temperature"
+        if field in options:
+            raise ValueError(f"secondary loss {name!r}: option {key!r} is given twice; {_S_AVUC_HELP}.")
+        try:
+            value = float(text) if eq else math.nan
+        except ValueError:
+            value = math.nan
+        if not (0 < value < 1 if key == "kappa" else 0 < value < math.inf):
+            raise ValueError(f"secondary loss {name!r}: bad value {text!r} for {key}; {_S_AVUC_HELP}.")
+        options[field] = value
+    return options
+
+
+def _build_s_avuc(name: str, arg: str | None, **params) -> Loss:
+    options = _s_avuc_options(name, arg)
+    unknown = sorted(set(params) - {"kappa", "temperature"})
+    if unknown:
+        raise TypeError(f"unexpected keyword argument {unknown[0]!r}")
+    twice = sorted(set(params) & set(options))
+    if twice:
+        raise ValueError(f"secondary loss {name!r}: {twice[0]} is set by the name and by a keyword; give it once.")
+    options = {"kappa": S_AVUC_DEFAULTS["kappa"], "temperature": S_AVUC_DEFAULTS["t"], **options, **params}
+    kappa, temperature = options["kappa"], options["temperature"]
     return RegisteredLoss(s_avuc, name, f"S-AvUC (kappa = {kappa:g}, T = {temperature:g}).", kappa=kappa,
                           temperature=temperature)
 
@@ -317,8 +376,9 @@ REGISTRY: tuple[LossSpec, ...] = (
              "epoch-scheduled focal loss (Mukhoti et al. 2020, App. E)", _build_flsc),
     LossSpec("brier", "primary", ("brier",), "brier", "Brier score (Brier 1950; Mukhoti et al. 2020, Sec. 5.1)",
              _build_brier),
-    LossSpec("ls", "primary", ("ls-<alpha>",), "ls-0.05",
-             "label smoothing, alpha / (K - 1) to each other class (Mukhoti et al. 2020, Sec. 5.1)", _build_ls),
+    LossSpec("ls", "primary", ("ls-<alpha>", "ls-<alpha>-fl-<gamma>"), "ls-0.05",
+             "label smoothing, alpha / (K - 1) to each other class (Mukhoti et al. 2020, Sec. 5.1); with '-fl-<gamma>' "
+             "focal loss on the smoothed targets (Charoenphakdee et al. 2021, Sec. 6.1)", _build_ls),
     LossSpec("mmce", "primary", ("mmce-<lambda>",), "mmce-2",
              "cross-entropy + lambda MMCE_w (Kumar et al. 2018; Mukhoti et al. 2020, Sec. 5.1)", _build_mmce_primary),
     LossSpec("inverse", "primary", ("inverse-fl-<gamma>",), "inverse-fl-2",
@@ -331,8 +391,9 @@ REGISTRY: tuple[LossSpec, ...] = (
              "selective AURC loss (Zhou et al. 2025, Eq. 17)", _build_aurc),
     LossSpec("sb-ece", "secondary", ("sb-ece",), "sb-ece",
              "SB-ECE_lb,2, M = 15, T = 0.01 (Karandikar et al. 2021, Eq. 12, App. G)", _build_sb_ece),
-    LossSpec("s-avuc", "secondary", ("s-avuc",), "s-avuc",
-             "soft AvUC, kappa = 0.5, T = 0.1 (Karandikar et al. 2021, Eq. 15)", _build_s_avuc),
+    LossSpec("s-avuc", "secondary", ("s-avuc", "s-avuc-kappa=<kappa>,t=<T>"), "s-avuc",
+             "soft AvUC, kappa = 0.5 and T = 0.1 unless the name sets them (Karandikar et al. 2021, Eq. 15)",
+             _build_s_avuc, options=True),
     LossSpec("avuc", "secondary", ("avuc",), "avuc",
              "AvUC, kappa = log(K) / 2 nats (Krishnan & Tickoo 2020; Karandikar et al. 2021, Eq. 13)", _build_avuc),
     LossSpec("avuc-gs", "secondary", ("avuc-gs",), "avuc-gs",
@@ -427,22 +488,30 @@ def get_loss(name: str, secondary: str | None = None, secondary_weight: float = 
 
 def get_secondary_loss(name: str, **params) -> Loss:
     """The secondary loss called ``name``, with its parameters overridden by ``params``
-    (e.g. ``get_secondary_loss("sb-ece", temperature=1e-3)``); the names are listed in :func:`get_loss`.
+    (e.g. ``get_secondary_loss("sb-ece", temperature=1e-3)``); the names are listed in :func:`get_loss`. A family
+    whose :class:`LossSpec` has ``options`` also takes them in the name: ``"s-avuc-kappa=0.3,t=0.05"`` is S-AvUC
+    with kappa 0.3 and T 0.05 (the keys it leaves out keep :data:`S_AVUC_DEFAULTS`), the form a grid's
+    ``secondary`` field and ``--secondary`` take.
 
     Raises
     ------
     ValueError
         For an unknown name or parameter.
     """
-    if not isinstance(name, str) or name.strip().lower() not in _SECONDARY:
+    full = name.strip().lower() if isinstance(name, str) else ""
+    key: str | None = full if full in _SECONDARY else None
+    arg = None
+    if key is None and full:
+        key = next((k for k, spec in _SECONDARY.items() if spec.options and full.startswith(k + "-")), None)
+        arg = None if key is None else full[len(key) + 1:]
+    if key is None:
         raise ValueError(f"unknown secondary loss {name!r}; choose from {secondary_loss_names()}.")
-    key = name.strip().lower()
     try:
-        loss = SECONDARY_LOSSES[key](**params)
+        loss: Any = _SECONDARY[key].build(full, arg, **params)
     except TypeError as exc:
         raise ValueError(f"secondary loss {key!r}: {exc}; see calib.losses.REGISTRY for its parameters.") from None
     loss.__name__ = key.replace("-", "_")
-    loss.secondary_name = key
+    loss.secondary_name = full
     return loss
 
 

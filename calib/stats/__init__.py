@@ -47,13 +47,13 @@ from calib.stats.effects import (PowerLine, SignTest, cohens_d, detectable_diffe
 from calib.stats.intervals import (ALTERNATIVES, DIRECTIONS, Interval, paired_bootstrap, paired_seed_interval,
                                    seed_interval)
 from calib.stats.ranks import RankAgreement, RankTest, kendall_tau_bootstrap, rank_agreement_test
-from calib.stats.test_set import (AdditiveStatistic, ResampledStatistic, bootstrap_counts, resampled_variance,
-                                  sampling_variance, seed_test_interval)
+from calib.stats.test_set import (AdditiveStatistic, RememberedStatistic, ResampledStatistic, bootstrap_counts,
+                                  resampled_variance, sampling_variance, seed_test_interval)
 
 __all__ = ["MARGINS", "margin", "Interval", "Decision", "MultipleDecision", "decide", "combine", "decide_every",
            "decide_any", "paired_t_p_value", "holm", "seed_interval", "paired_seed_interval", "paired_bootstrap",
            "seed_test_interval", "sampling_variance", "resampled_variance", "bootstrap_counts", "AdditiveStatistic",
-           "ResampledStatistic",
+           "RememberedStatistic", "ResampledStatistic",
            "RankAgreement", "RankTest", "kendall_tau_bootstrap", "rank_agreement_test", "SignTest", "sign_test",
            "cohens_d", "detectable_difference", "seeds_needed", "sd_upper_bound", "PowerLine", "power_line",
            "DIRECTIONS", "ALTERNATIVES"]

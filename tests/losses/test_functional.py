@@ -283,3 +283,49 @@ def test_losses_finite_near_p_one_and_in_bf16(name):
             value = loss(z, t)
             value.backward()
             assert torch.isfinite(value.float()) and torch.isfinite(z.grad.float()).all(), (name, dtype, scale)
+
+
+def test_label_smoothing_focal_loss_values():
+    # Charoenphakdee et al.'s LS paradigm: -sum_i s_i (1 - p_i)^gamma log p_i on the smoothed target s
+    from calib.losses.functional import focal_loss, label_smoothing_focal_loss
+
+    gen = torch.Generator().manual_seed(3)
+    z = 3 * torch.randn(9, 6, generator=gen, dtype=torch.float64)
+    t = torch.randint(0, 6, (9,), generator=gen)
+    p = F.softmax(z, 1).numpy()
+    onehot = np.eye(6)[t.numpy()]
+    for alpha, gamma in [(0.1, 1.0), (0.1, 2.0), (0.3, 3.0), (0.1, 0.5)]:
+        smooth = (1 - alpha) * onehot + alpha * (1 - onehot) / 5
+        expected = -(smooth * (1 - p) ** gamma * np.log(p)).sum(1).mean()
+        assert label_smoothing_focal_loss(z, t, gamma, alpha).item() == pytest.approx(expected, rel=1e-12)
+        assert get_loss(f"ls-{alpha:g}-fl-{gamma:g}")(z, t).item() == pytest.approx(expected, rel=1e-12)
+    # the two ends: gamma = 0 is label smoothing, alpha = 0 is focal loss
+    torch.testing.assert_close(label_smoothing_focal_loss(z, t, 0.0, 0.1), label_smoothing_loss(z, t, 0.1))
+    torch.testing.assert_close(label_smoothing_focal_loss(z, t, 2.0, 0.0), focal_loss(z, t, 2.0))
+    # finite value and gradient where the float32 softmax saturates (p_y rounds to 1)
+    big = torch.tensor([[60.0, 0.0, -5.0]], requires_grad=True)
+    value = label_smoothing_focal_loss(big, torch.tensor([0]), 2.0, 0.1)
+    value.backward()
+    assert torch.isfinite(value) and torch.isfinite(big.grad).all()
+
+
+@pytest.mark.parametrize("name, match", [("ls-0.1-fl-", "ls-<alpha>-fl-<gamma>"), ("ls-0.1-fl-x", "not a number"),
+                                         ("ls-0.1-fl--1", "gamma must be >= 0"), ("ls-1.5-fl-2", "0 <= alpha < 1"),
+                                         ("ls-0.1-foo", "ls-<alpha>")])
+def test_label_smoothing_focal_names_refuse_bad_input(name, match):
+    with pytest.raises(ValueError, match=match):
+        get_loss(name)
+
+
+def test_label_smoothing_focal_loss_refuses_bad_arguments():
+    from calib.losses.functional import label_smoothing_focal_loss
+
+    z, t = torch.zeros(2, 3), torch.tensor([0, 1])
+    with pytest.raises(ValueError, match="gamma must be"):
+        label_smoothing_focal_loss(z, t, -1.0, 0.1)
+    with pytest.raises(ValueError, match="gamma must be a number"):
+        label_smoothing_focal_loss(z, t, "2", 0.1)
+    with pytest.raises(ValueError, match="alpha must be a number in"):
+        label_smoothing_focal_loss(z, t, 2.0, 1.0)
+    with pytest.raises(ValueError, match="-inf entries"):
+        label_smoothing_focal_loss(torch.tensor([[0.0, float("-inf"), 1.0]]), torch.tensor([0]), 2.0, 0.1)

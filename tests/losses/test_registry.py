@@ -76,6 +76,44 @@ def test_registry_names_and_options():
             get_loss(bad)
 
 
+def test_s_avuc_kappa_and_temperature_are_set_by_name():
+    """Issue 42: Karandikar et al. (App. G) tune S-AvUC's kappa and T; a grid's ``secondary`` field is a name, so
+    the name carries them (``"s-avuc-kappa=0.2,t=0.05"``), checked like the ``aurc-...`` options."""
+    from calib.losses import S_AVUC_DEFAULTS, s_avuc
+    from calib.run_config import TrainConfig
+
+    z, y = calibration_batch(n=64)
+    assert S_AVUC_DEFAULTS == {"kappa": 0.5, "t": 0.1}
+    assert get_secondary_loss("s-avuc").options == {"kappa": 0.5, "temperature": 0.1}
+    for name, kappa, t in [("s-avuc-kappa=0.2", 0.2, 0.1), ("s-avuc-t=0.05", 0.5, 0.05),
+                           ("S-AvUC-kappa=0.8, t=0.01", 0.8, 0.01), ("s-avuc-t=1,kappa=0.5", 0.5, 1.0)]:
+        loss = get_secondary_loss(name)
+        assert loss.options == {"kappa": kappa, "temperature": t}, name
+        assert loss(z, y).item() == pytest.approx(s_avuc(z, y, kappa, t).item(), rel=1e-14)
+    assert get_secondary_loss("s-avuc-kappa=0.2").secondary_name == "s-avuc-kappa=0.2"
+    assert get_secondary_loss("s-avuc-kappa=0.2", temperature=0.05).options == {"kappa": 0.2, "temperature": 0.05}
+    combo = get_loss("ce", secondary="s-avuc-kappa=0.2,t=0.05", secondary_weight=2.0)
+    want = F.cross_entropy(z, y) + 2.0 * s_avuc(z, y, 0.2, 0.05)
+    assert combo(z, y).item() == pytest.approx(want.item(), rel=1e-14)
+    assert combo(z, y).item() != pytest.approx(get_loss("ce", "s-avuc", 2.0)(z, y).item(), rel=1e-6)
+    # a run's config (a grid's secondary field) takes the name and checks it
+    run = dict(data="fashion-mnist", model="mlp-256-256", loss="ce", epochs=1, secondary_weight=2.0, device="cpu")
+    assert TrainConfig(secondary="S-AvUC-kappa=0.2,t=0.05", **run).resolved().secondary == "s-avuc-kappa=0.2,t=0.05"
+    for bad, match in [("s-avuc-kappa=1", "bad value '1' for kappa"), ("s-avuc-kappa=0", "bad value"),
+                       ("s-avuc-t=0", "bad value '0' for t"), ("s-avuc-t=-1", "bad value"),
+                       ("s-avuc-t=inf", "bad value"), ("s-avuc-kappa=nan", "bad value"), ("s-avuc-t", "bad value"),
+                       ("s-avuc-kappa=x", "bad value 'x' for kappa"), ("s-avuc-k=0.2", "unknown option 'k'"),
+                       ("s-avuc-kappa=0.2,kappa=0.3", "given twice"), ("s-avuc-", "unknown option"),
+                       ("sb-ece-t=0.1", "unknown secondary loss"), ("avuc-kappa=0.2", "unknown secondary loss")]:
+        with pytest.raises(ValueError, match=match) as err:
+            get_secondary_loss(bad)
+        assert "unknown secondary" in str(err.value) or "e.g. 's-avuc-kappa=0.3,t=0.05'" in str(err.value)
+    with pytest.raises(ValueError, match="kappa is set by the name and by a keyword"):
+        get_secondary_loss("s-avuc-kappa=0.2", kappa=0.3)
+    with pytest.raises(ValueError, match="bad value"):
+        TrainConfig(secondary="s-avuc-kappa=2", **run).resolved()
+
+
 @pytest.mark.parametrize("name", ["inverse-fl-2", "dual-fl-3", "aurc", "aurc-detach", "aurc-kappa=1,cdf=exact"])
 def test_losses_train_a_small_model(name):
     rng = np.random.default_rng(0)
