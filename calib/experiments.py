@@ -1424,17 +1424,12 @@ class TestOutcomes:
     meta: dict
 
     def statistic(self, metric: str, n_bins: int = 15):
-        """The run's ``metric`` as a statistic of the test samples (:mod:`calib.stats.test_set`): ``"accuracy"``,
-        ``"ece_em_l2"`` (Karandikar et al.'s l2 equal-mass ECE) or ``"adaece"``, over ``n_bins`` bins."""
-        from calib.metrics import EqualMassStatistic
-        from calib.stats.test_set import AdditiveStatistic
+        """The run's ``metric`` as a statistic of the test samples (:mod:`calib.stats.test_set`): one of
+        :data:`calib.metrics.TOP_LABEL_METRICS` (``"accuracy"``, ``"ece"`` equal-width, ``"ece_em_l2"`` Karandikar
+        et al.'s l2 equal-mass ECE, ``"adaece"``, ...), over ``n_bins`` bins."""
+        from calib.metrics import outcome_statistic
 
-        if metric == "accuracy":
-            return AdditiveStatistic(self.correct.astype(np.float64)[:, None],
-                                     lambda sums, total: sums[:, 0] / total)
-        if metric in _EQUAL_MASS:
-            return EqualMassStatistic(self.confidence, self.correct, n_bins, _EQUAL_MASS[metric])
-        raise ValueError(f"metric={metric!r}: test outcomes give 'accuracy', 'ece_em_l2' or 'adaece'.")
+        return outcome_statistic(self.confidence, self.correct, metric, n_bins)
 
 
 def write_test_outcomes(grid, path=None) -> Path:

@@ -306,3 +306,19 @@ def test_the_claim_block_for_the_pdf_is_myst_with_its_statement_and_verdict(ledg
     assert evidence.astext() == "Evidence: " + rec.evidence
     assert premise.astext() == "Premise: " + claims.premise_text(rec)
     assert not list(tree.findall(nodes.system_message))
+
+
+def test_a_quote_is_found_through_the_extractions_markup():
+    """The papers' extracted text marks italics with ``*``, bold with ``**``, math with ``$`` and leaves a space
+    between a hyphen and the math after it ("ECE- $\\Psi^\\gamma$"); a quote written as the paper prints it is found
+    through all of them, and a changed word is not."""
+    from calib_book.claims import quote_in_text
+
+    text = ("For **LS**, ECE-raw drastically increases as  $\\gamma$  increases, whereas the value of  $\\gamma$  does "
+            "not significantly affect ECE- $\\Psi^\\gamma$ . Apart from this, underconfident bins (*i.e.*, the bins "
+            "that align above the diagonal) can be observed.")
+    assert quote_in_text("For LS, ECE-raw drastically increases as $\\gamma$ increases, whereas the value of "
+                         "$\\gamma$ does not significantly affect ECE-$\\Psi^\\gamma$", text)
+    assert quote_in_text("underconfident bins (i.e., the bins that align above the diagonal)", text)
+    assert not quote_in_text("underconfident bins (i.e., the bins that lie above the diagonal)", text)
+    assert not quote_in_text("does significantly affect ECE-$\\Psi^\\gamma$", text)

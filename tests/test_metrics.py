@@ -1099,6 +1099,28 @@ def test_per_sample_statistics_give_the_metrics_exactly():
         metrics.top_label_outcomes(probs, labels[:-1])
 
 
+def test_the_top_label_outcomes_give_the_statistics_of_the_probabilities():
+    """A store that keeps only each sample's top-label confidence and outcome (calib.experiments.TestOutcomes)
+    gives every top-label metric with the test set's noise exactly as the probabilities do: the same value and the
+    same values on the same resamples; a metric that needs more, or outcomes of two lengths, is refused."""
+    from calib.stats.test_set import bootstrap_counts
+
+    rng = np.random.default_rng(11)
+    labels = rng.integers(0, 6, 300)
+    probs = softmax(rng.normal(size=(300, 6)) * 2 + 2 * np.eye(6)[labels], axis=1)
+    conf, correct = probs.max(axis=1), probs.argmax(axis=1) == labels
+    counts = bootstrap_counts(300, 50, seed=5)
+    for metric in metrics.TOP_LABEL_METRICS:
+        a, b = metrics.statistic(probs, labels, metric, n_bins=7), metrics.outcome_statistic(conf, correct, metric, 7)
+        assert a.value == b.value, metric
+        np.testing.assert_array_equal(a.resampled(counts), b.resampled(counts), err_msg=metric)
+    assert metrics.outcome_statistic(conf, correct, "ece").value == metrics.ece(probs, labels)
+    with pytest.raises(ValueError, match="needs more than the top-label outcomes"):
+        metrics.outcome_statistic(conf, correct, "nll")
+    with pytest.raises(ValueError, match="one non-zero length"):
+        metrics.outcome_statistic(conf, correct[:-1], "ece")
+
+
 def test_top_label_bins_are_the_bins_of_ece():
     """Issue 43, item 6: calib.simulate read ece's bins through a private name (``metrics._bin_top_label``); they are
     public now, ``top_label_bins``, and must be those of ece and reliability: the same counts and mean confidences,

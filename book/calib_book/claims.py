@@ -518,18 +518,19 @@ def _normalise(text: str) -> str:
     text = text.translate(_FOLD)
     text = re.sub(r"(\w)-\s*\n\s*(\w)", r"\1\2", text)          # hyphenation at a line end
     text = re.sub(r"<su([bp])>(.*?)</su[bp]>", lambda m: ("_{" if m[1] == "b" else "^{") + m[2] + "}", text)
-    text = text.replace("**", "").replace("$", "")                  # the extraction's bold and math delimiters
+    text = text.replace("*", "").replace("$", "")         # the extraction's bold and italics, and math delimiters
     return " ".join(text.split())
 
 
 def _without_inner_hyphens(text: str) -> str:
-    return re.sub(r"(\w)- ?(\w)", r"\1\2", text)
+    return re.sub(r"(\w)- ?([\w\\])", r"\1\2", text)       # also "ECE- $\Psi$": a hyphen before math
 
 
 def quote_in_text(quote: str, text: str) -> bool:
     """Whether ``quote`` occurs in ``text`` (a paper's extracted text), up to whitespace, hyphens inside a word
     (the extraction keeps or drops them at line ends: "calibrationsensitive"), typographic quotes, ligatures, and the
-    extraction's markup: ``$...$`` around math, ``**`` for bold, ``<sub>``/``<sup>`` for the quote's ``_{}``/``^{}``.
+    extraction's markup: ``$...$`` around math (and a space it leaves after a hyphen), ``**`` and ``*`` for bold and
+    italics, ``<sub>``/``<sup>`` for the quote's ``_{}``/``^{}``.
     An ellipsis (``...`` or ``…``) in the quote stands for omitted words: the parts must occur in order."""
     body = _without_inner_hyphens(_normalise(text))
     parts = [_without_inner_hyphens(_normalise(p)) for p in re.split(r"\.\.\.|\u2026", quote)]

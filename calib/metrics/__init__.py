@@ -35,7 +35,8 @@ from calib.metrics.binned import equal_mass_ece_rows as equal_mass_ece_rows
 from calib.metrics.binned import (Reliability, adaptive_ece, adaptive_ece_torrvision, classwise_ece, ece, mce,
                                   reliability, top_label_bins, top_label_ece, top_label_outcomes)
 from calib.metrics.registry import REGISTRY, MetricSpec, get_metric, metric_names
-from calib.metrics.resampling import ADDITIVE_METRICS, EqualMassStatistic, statistic
+from calib.metrics.resampling import (ADDITIVE_METRICS, TOP_LABEL_METRICS, EqualMassStatistic, outcome_statistic,
+                                     statistic)
 from calib.metrics.risk_coverage import (CSFS, RiskCoverage, aurc, confidence_range, confidence_score,
                                          risk_coverage_curve)
 from calib.metrics.scores import accuracy, brier, ks_error, label_log_probability, mean_confidence, nll
@@ -78,5 +79,7 @@ __all__ = [
     "reliability",
     "risk_coverage_curve",
     "statistic",
+    "outcome_statistic",
     "EqualMassStatistic",
+    "TOP_LABEL_METRICS",
 ]

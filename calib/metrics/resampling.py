@@ -23,7 +23,7 @@ from calib.metrics.registry import get_metric, metric_names
 from calib.metrics.scores import label_log_probability
 from calib.stats.test_set import AdditiveStatistic, ResampledStatistic
 
-__all__ = ["statistic", "EqualMassStatistic", "ADDITIVE_METRICS"]
+__all__ = ["statistic", "outcome_statistic", "EqualMassStatistic", "ADDITIVE_METRICS", "TOP_LABEL_METRICS"]
 
 #: The metrics :func:`statistic` gives as sums over the samples (the others are recomputed resample by resample).
 ADDITIVE_METRICS = ("accuracy", "error", "nll", "brier", "mean_confidence", "ece")
@@ -137,6 +137,42 @@ def _ece_from_bins(n_bins: int):
     return finish
 
 
+#: The metrics that read only each sample's top-label confidence and whether the top label is right.
+TOP_LABEL_METRICS = ("accuracy", "error", "mean_confidence", "ece", *_TOP_LABEL_BINNED)
+
+
+def outcome_statistic(confidence, correct, metric: str = "ece", n_bins: int = 15):
+    """A top-label ``metric`` (one of :data:`TOP_LABEL_METRICS`) as a statistic of the test samples, from each
+    sample's top-label ``confidence`` and whether its top label is ``correct``: what :func:`statistic` computes from
+    the probabilities, for stores that keep only these two columns (:class:`calib.experiments.TestOutcomes`)."""
+    n_bins = check_int(n_bins, "n_bins", minimum=1)
+    if metric not in TOP_LABEL_METRICS:
+        raise ValueError(f"metric={metric!r} needs more than the top-label outcomes; choose one of "
+                         f"{', '.join(TOP_LABEL_METRICS)}, or give the probabilities to statistic().")
+    conf = np.asarray(confidence, dtype=np.float64)
+    correct = np.asarray(correct).astype(np.float64)
+    if conf.ndim != 1 or conf.shape != correct.shape or conf.size == 0:
+        raise ValueError(f"confidence and correct must be two 1-D arrays of one non-zero length; got shapes "
+                         f"{conf.shape} and {correct.shape}.")
+    if metric in ("accuracy", "error"):
+        column = correct if metric == "accuracy" else 1.0 - correct
+        return AdditiveStatistic(column[:, None], _mean_of_column)
+    if metric == "mean_confidence":
+        return AdditiveStatistic(conf[:, None], _mean_of_column)
+    if metric == "ece":
+        bins = uniform_bin(conf, n_bins, uniform_edges(n_bins))
+        onehot = np.zeros((conf.size, n_bins))
+        onehot[np.arange(conf.size), bins] = 1.0
+        return AdditiveStatistic(np.hstack([onehot * conf[:, None], onehot * correct[:, None]]),
+                                 _ece_from_bins(n_bins))
+    if metric in ("adaece", "ece_em_l2"):
+        return EqualMassStatistic(conf, correct, n_bins, _TOP_LABEL_BINNED[metric][1])
+    binning, norm = _TOP_LABEL_BINNED[metric]
+    outcomes = np.column_stack([conf, correct])
+    return ResampledStatistic(outcomes, lambda rows: top_label_ece(rows[:, 0], rows[:, 1] > 0, n_bins, binning,
+                                                                   norm, check=False))
+
+
 def statistic(probs, labels, metric: str = "ece", n_bins: int = 15):
     """One model's ``metric`` on one test set, as a statistic of the test samples (module docstring).
 
@@ -158,30 +194,14 @@ def statistic(probs, labels, metric: str = "ece", n_bins: int = 15):
         raise ValueError(f"metric={metric!r} is not a metric of calib.metrics; choose one of "
                          f"{', '.join(sorted(set(ADDITIVE_METRICS) | set(metric_names())))}.")
     outcomes = top_label_outcomes(probs, labels)                 # (N, 2): confidence, correct; checks the inputs
-    conf, correct = outcomes[:, 0], outcomes[:, 1]
-    if metric in ("accuracy", "error"):
-        column = correct if metric == "accuracy" else 1.0 - correct
-        return AdditiveStatistic(column[:, None], _mean_of_column)
-    if metric == "mean_confidence":
-        return AdditiveStatistic(conf[:, None], _mean_of_column)
+    if metric in TOP_LABEL_METRICS:
+        return outcome_statistic(outcomes[:, 0], outcomes[:, 1] > 0, metric, n_bins)
     if metric == "nll":
         return AdditiveStatistic(-label_log_probability(probs, labels)[:, None], _mean_of_column)
     if metric == "brier":
         p, y = as_probs_labels(probs, labels)                   # checked: float64, C-contiguous
         squared = np.square(p).sum(axis=1) - 2 * p[np.arange(len(y)), y] + 1.0
         return AdditiveStatistic(squared[:, None], _mean_of_column)
-    if metric == "ece":
-        bins = uniform_bin(conf, n_bins, uniform_edges(n_bins))
-        onehot = np.zeros((conf.size, n_bins))
-        onehot[np.arange(conf.size), bins] = 1.0
-        return AdditiveStatistic(np.hstack([onehot * conf[:, None], onehot * correct[:, None]]),
-                                 _ece_from_bins(n_bins))
-    if metric in ("adaece", "ece_em_l2"):
-        return EqualMassStatistic(conf, correct, n_bins, _TOP_LABEL_BINNED[metric][1])
-    if metric in _TOP_LABEL_BINNED:
-        binning, norm = _TOP_LABEL_BINNED[metric]
-        return ResampledStatistic(outcomes, lambda rows: top_label_ece(rows[:, 0], rows[:, 1] > 0, n_bins, binning,
-                                                                       norm, check=False))
     spec = get_metric(metric)
     p, y = as_probs_labels(probs, labels)
     k = p.shape[1]
