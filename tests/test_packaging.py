@@ -3,6 +3,7 @@ library, without the book's machinery; calib's dependencies are what it imports;
 environment outside the checkout, runs every public module (tests/wheel_smoke.py)."""
 
 import ast
+import os
 import re
 import shutil
 import subprocess
@@ -357,8 +358,11 @@ def installed_wheel(tmp_path_factory):
     venv = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=scaled(120))
     python = venv / "bin" / "python"
+    # without PYTHONPATH & co.: with the checkout on PYTHONPATH pip finds calib 0.1.0 "already installed" and
+    # installs nothing (the smoke run below then fails with "No module named 'calib'")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index",
-                    "--no-compile", "-q", str(wheel)], check=True, capture_output=True, timeout=scaled(300))
+                    "--no-compile", "-q", str(wheel)], check=True, capture_output=True, timeout=scaled(300), env=clean)
     purelib = Path(subprocess.run([str(python), "-I", "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                                   check=True, capture_output=True, text=True).stdout.strip())
     ours = [p for p in site.getsitepackages() if Path(p).is_dir()]
