@@ -345,6 +345,22 @@ def brier_loss(logits: torch.Tensor, targets: torch.Tensor, reduction: str = "me
     return reduce(((p - onehot) ** 2).sum(dim=1), reduction)
 
 
+def _smoothed_targets(logits: torch.Tensor, targets: torch.Tensor, log_p: torch.Tensor,
+                      alpha: float) -> torch.Tensor:
+    """The label-smoothed targets ``(1 - alpha) e_y + alpha (1 - e_y) / (K - 1)``, in ``log_p``'s dtype; refused
+    where they make no sense (one class, or masked classes, whose loss would be infinite)."""
+    k = log_p.shape[1]
+    if alpha > 0 and k < 2:
+        raise ValueError(f"label smoothing with alpha={alpha:g} needs at least 2 classes (it gives alpha / (K - 1) to "
+                         f"each other class); logits has K = {k}.")
+    if alpha > 0 and bool(torch.isneginf(logits).any()):
+        raise ValueError("logits has -inf entries (masked classes): label smoothing gives every other class alpha / "
+                         "(K - 1) of the target, so its loss there is infinite; drop the masked columns first, or "
+                         "use alpha = 0.")
+    onehot = F.one_hot(targets.long(), k).to(log_p.dtype)
+    return (1 - alpha) * onehot + alpha * (1 - onehot) / (k - 1)
+
+
 def label_smoothing_loss(logits: torch.Tensor, targets: torch.Tensor, alpha: float,
                          reduction: str = "mean") -> torch.Tensor:
     r"""Cross-entropy against smoothed targets ``s = (1 - alpha) q + alpha (1 - q) / (K - 1)``.
@@ -357,16 +373,7 @@ def label_smoothing_loss(logits: torch.Tensor, targets: torch.Tensor, alpha: flo
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 <= alpha < 1:
         raise ValueError(f"alpha must be a number in [0, 1); got {alpha!r}.")
     log_p = F.log_softmax(upcast(logits), dim=1)
-    k = log_p.shape[1]
-    if alpha > 0 and k < 2:
-        raise ValueError(f"label smoothing with alpha={alpha:g} needs at least 2 classes (it gives alpha / (K - 1) to "
-                         f"each other class); logits has K = {k}.")
-    if alpha > 0 and bool(torch.isneginf(logits).any()):
-        raise ValueError("logits has -inf entries (masked classes): label smoothing gives every other class alpha / "
-                         "(K - 1) of the target, so its loss there is infinite; drop the masked columns first, or "
-                         "use alpha = 0.")
-    onehot = F.one_hot(targets.long(), k).to(log_p.dtype)
-    smooth = (1 - alpha) * onehot + alpha * (1 - onehot) / (k - 1)
+    smooth = _smoothed_targets(logits, targets, log_p, alpha)
     return reduce(-(smooth * log_p).sum(dim=1), reduction)
 
 
@@ -398,16 +405,7 @@ def label_smoothing_focal_loss(logits: torch.Tensor, targets: torch.Tensor, gamm
         raise ValueError(f"alpha must be a number in [0, 1) (the label smoothing; 0.1 in Charoenphakdee et al.); got "
                          f"{alpha!r}.")
     log_p = F.log_softmax(upcast(logits), dim=1)
-    k = log_p.shape[1]
-    if alpha > 0 and k < 2:
-        raise ValueError(f"label smoothing with alpha={alpha:g} needs at least 2 classes (it gives alpha / (K - 1) to "
-                         f"each other class); logits has K = {k}.")
-    if alpha > 0 and bool(torch.isneginf(logits).any()):
-        raise ValueError("logits has -inf entries (masked classes): label smoothing gives every other class alpha / "
-                         "(K - 1) of the target, so its loss there is infinite; drop the masked columns first, or "
-                         "use alpha = 0.")
-    onehot = F.one_hot(targets.long(), k).to(log_p.dtype)
-    smooth = (1 - alpha) * onehot + alpha * (1 - onehot) / (k - 1)
+    smooth = _smoothed_targets(logits, targets, log_p, alpha)
     weight = torch.pow(-torch.expm1(log_p), gamma)
     terms = torch.where(smooth > 0, smooth * weight * log_p, torch.zeros_like(log_p))
     return reduce(-terms.sum(dim=1), reduction)
