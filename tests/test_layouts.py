@@ -286,6 +286,9 @@ CASES = [
     Case("metrics", ("statistic", "ADDITIVE_METRICS", "EqualMassStatistic"),
          lambda probs, labels: [_statistic(M.statistic(probs, labels, name, 5))
                                 for name in (*M.ADDITIVE_METRICS, *M.metric_names())]),
+    Case("metrics", ("outcome_statistic", "TOP_LABEL_METRICS"),
+         lambda conf, correct: [_statistic(M.outcome_statistic(conf, correct, name, 5))
+                                for name in M.TOP_LABEL_METRICS]),
     Case("metrics", ("REGISTRY", "get_metric", "MetricSpec"),
          lambda probs, labels, logits: [M.get_metric(s.name)(probs, labels, 5) for s in M.REGISTRY]
          + [M.get_metric("nll").from_log_probs(logits, labels)]),

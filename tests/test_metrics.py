@@ -1117,8 +1117,10 @@ def test_the_top_label_outcomes_give_the_statistics_of_the_probabilities():
     assert metrics.outcome_statistic(conf, correct, "ece").value == metrics.ece(probs, labels)
     with pytest.raises(ValueError, match="needs more than the top-label outcomes"):
         metrics.outcome_statistic(conf, correct, "nll")
-    with pytest.raises(ValueError, match="one non-zero length"):
+    with pytest.raises(ValueError, match="correct"):
         metrics.outcome_statistic(conf, correct[:-1], "ece")
+    with pytest.raises(ValueError, match="in \\[0, 1\\]"):
+        metrics.outcome_statistic(conf + 1.0, correct, "ece")
 
 
 def test_top_label_bins_are_the_bins_of_ece():

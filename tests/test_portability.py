@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,22 +51,51 @@ def test_the_stored_runs_metrics_recompute_from_their_logits():
     from calib.train import split_statistics
 
     runs = sorted(load_store(REGIME_STORE), key=lambda r: str(r.path))
-    assert len(runs) == 85
-    failures = []
+    assert len(runs) == 90
+    failures, compacted = [], 0
     for i, run in enumerate(runs):
         arrays = run.logits()
         last = run.meta and json.loads((run.path / "history.json").read_text())["epochs"][-1]
         exact = bool(kernels_match(run.meta)["numpy"])
+        with np.load(run.path / "logits.npz") as stored:
+            float16 = stored["test_logits"].dtype == np.float16
         for split in ("val", "test"):
             recorded = {k: v for k, v in last[split].items() if k != "reliability"}
             fresh = split_statistics(arrays[f"{split}_logits"], arrays[f"{split}_labels"])
-            failures += [f"{run.path.relative_to(REGIME_STORE)} {split}{d}"
-                         for d in run_record_differences(fresh, recorded, exact_float64=exact)]
+            if float16:       # logits rounded to float16 after training (calib.runs.compact_logits): see below
+                failures += [f"{run.path.relative_to(REGIME_STORE)} {split} {d}"
+                             for d in compacted_differences(fresh, recorded)]
+            else:
+                failures += [f"{run.path.relative_to(REGIME_STORE)} {split}{d}"
+                             for d in run_record_differences(fresh, recorded, exact_float64=exact)]
+        compacted += float16
+    assert compacted == 5, compacted                 # chapter 10's aurc-k0.2-nu1, the runs it added last
     assert not failures, "; ".join(failures[:10])
     other = runs[1].logits()
     recorded = json.loads((runs[0].path / "history.json").read_text())["epochs"][-1]["test"]
     assert run_record_differences(split_statistics(other["test_logits"], other["test_labels"]),
                                   {k: v for k, v in recorded.items() if k != "reliability"}, exact_float64=False)
+
+
+def compacted_differences(fresh: dict, recorded: dict) -> list:
+    """A run whose logits were rounded to float16 after training (11 significant bits: a logit of 10 moves by up to
+    0.004) cannot give its history's metrics exactly: a near-tie may change its top label. Measured on chapter 10's
+    five such runs: at most 2 of 5,000 predictions changed, the whole-split metrics moved by at most 4.1e-4 and the
+    metrics of the wrong (or right) predictions alone, whose set changed, by at most 1.3e-2. So: the same sample
+    count, at most 5 changed predictions, whole-split metrics within 2e-3, the others within 5e-2."""
+    out = []
+    for key, value in recorded.items():
+        if key not in fresh or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if key == "n":
+            bound = 0
+        elif key.startswith("n_"):
+            bound = 5
+        else:
+            bound = 5e-2 if key.endswith(("_wrong", "_correct")) else 2e-3
+        if abs(fresh[key] - value) > bound:
+            out.append(f"{key}: {fresh[key]!r} vs {value!r} (bound {bound:g})")
+    return out
 
 
 def numpy_dispatch():

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from calib._validate import as_probs_labels, check_int
+from calib._validate import as_float_array, as_probs_labels, check_int, check_length, to_numpy
 from calib.metrics._binning import quantile_sizes, uniform_bin, uniform_edges
 from calib.metrics.binned import top_label_ece, top_label_outcomes
 from calib.metrics.registry import get_metric, metric_names
@@ -149,11 +149,12 @@ def outcome_statistic(confidence, correct, metric: str = "ece", n_bins: int = 15
     if metric not in TOP_LABEL_METRICS:
         raise ValueError(f"metric={metric!r} needs more than the top-label outcomes; choose one of "
                          f"{', '.join(TOP_LABEL_METRICS)}, or give the probabilities to statistic().")
-    conf = np.asarray(confidence, dtype=np.float64)
-    correct = np.asarray(correct).astype(np.float64)
-    if conf.ndim != 1 or conf.shape != correct.shape or conf.size == 0:
-        raise ValueError(f"confidence and correct must be two 1-D arrays of one non-zero length; got shapes "
-                         f"{conf.shape} and {correct.shape}.")
+    conf = np.ascontiguousarray(as_float_array(confidence, "confidence", ndim=1), dtype=np.float64)
+    if conf.size == 0 or conf.min() < 0 or conf.max() > 1:
+        raise ValueError("confidence must be a non-empty 1-D array of top-label confidences in [0, 1].")
+    correct = np.asarray(to_numpy(correct, "correct"), dtype=bool).astype(np.float64)   # a tensor on any device
+    check_length(correct, conf.shape[0], "correct", of="confidences")
+    conf = conf + 0.0                                                                   # -0.0 -> +0.0
     if metric in ("accuracy", "error"):
         column = correct if metric == "accuracy" else 1.0 - correct
         return AdditiveStatistic(column[:, None], _mean_of_column)
