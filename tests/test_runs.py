@@ -584,3 +584,33 @@ def test_a_checkpoint_holds_only_what_weights_only_loading_reads_and_restores_th
         assert np.array_equal(drawn[0], expected[0]) and drawn[1] == expected[1] and torch.equal(drawn[2], expected[2])
         assert torch.equal(trainer.optimizer.state_dict()["state"][0]["momentum_buffer"],
                            optimizer.state_dict()["state"][0]["momentum_buffer"])
+
+
+# --- cases the mutation test found untested (README, Contributing: tests/mutation_sample.py) -----------------------
+
+def test_the_world_size_a_run_records_is_the_one_it_resumes_under():
+    """check_world_size reads meta.json's world_size (1 where absent), refuses another count with the command that
+    launches the recorded one, and calls a count that is not an integer >= 1 damage."""
+    runs.check_world_size({}, 1, "m records", "calib train --resume")
+    runs.check_world_size({"world_size": 2}, 2, "m records", "calib train --resume")
+    with pytest.raises(RunConfigError, match=r"torchrun --standalone --nproc_per_node 2 -m calib train --resume"):
+        runs.check_world_size({"world_size": 2}, 1, "m records", "calib train --resume")
+    with pytest.raises(RunConfigError, match=r"trained by one process.*has 2 processes.*: calib train --resume"):
+        runs.check_world_size({}, 2, "m records", "calib train --resume")
+    for bad in (True, 0, 1.0, "2"):
+        with pytest.raises(CorruptRunError, match="world_size"):
+            runs.check_world_size({"world_size": bad}, 1, "m records", "calib train --resume")
+
+
+def test_weights_are_float16_unless_asked_and_an_empty_state_is_refused(tmp_path):
+    """write_weights' default type is float16 (the counters stay integers); a state that is empty or not a dict is
+    refused; read_weights takes integer and boolean arrays as numbers and refuses text."""
+    runs.write_weights(tmp_path / "w.npz", {"w": torch.ones(2, 3), "n": torch.tensor(7), "b": np.array([True])})
+    back = runs.read_weights(tmp_path / "w.npz")
+    assert {k: a.dtype for k, a in back.items()} == {"w": np.float16, "n": np.int64, "b": np.bool_}
+    for state in ({}, [("w", torch.ones(1))]):
+        with pytest.raises(ValueError, match="non-empty state_dict"):
+            runs.write_weights(tmp_path / "x.npz", state)
+    np.savez(tmp_path / "text.npz", w=np.array(["a"]))
+    with pytest.raises(CorruptRunError, match="no arrays of numbers"):
+        runs.read_weights(tmp_path / "text.npz")

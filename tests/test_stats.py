@@ -694,3 +694,36 @@ def test_an_intervals_p_values_and_brief_form():
     assert [point.p_value("greater", t) for t in (0.5, 1.0, 1.5)] == [0.0, 1.0, 1.0]
     assert [point.p_value("less", t) for t in (0.5, 1.0, 1.5)] == [1.0, 1.0, 0.0]
     assert _iv(1, 2).brief() == "1.500 [1.000, 2.000]" and _iv(0.01, 0.02).brief(1, 100) == "1.5 [1.0, 2.0]"
+
+
+# --- cases the mutation test found untested (README, Contributing: tests/mutation_sample.py) -------------------------
+
+def test_a_sign_test_of_ties_only_has_p_value_one():
+    """No win and no loss: nothing leans either way, p = 1 (not a binomial test of 0 trials)."""
+    result = stats.sign_test([0.0, 0.0, 0.0])
+    assert (result.wins, result.losses, result.ties, result.p_value) == (0, 0, 3, 1.0)
+    paired = stats.sign_test([1.0, -1.0], units=["net", "net"])          # one unit better and worse: a tie
+    assert (paired.wins, paired.losses, paired.ties, paired.p_value) == (0, 0, 1, 1.0)
+
+
+def test_a_sampled_rank_test_counts_the_observed_ordering_in():
+    """Beyond EXACT_UP_TO items the p-value is (hits + 1) / (permutations + 1): a perfect agreement of 12 items, which
+    no random ordering of 1,999 reaches (one in 12! does), has p = 1/2000, and every p is a multiple of 1/2000."""
+    reference = np.arange(12.0)
+    perfect = stats.rank_agreement_test(reference, reference, n_permutations=1999, seed=3)
+    assert not perfect.exact and perfect.n_permutations == 1999 and perfect.p_value == 1 / 2000
+    noisy = stats.rank_agreement_test(reference, np.random.default_rng(1).permutation(12) * 1.0,
+                                       n_permutations=1999)
+    assert noisy.p_value * 2000 == pytest.approx(round(noisy.p_value * 2000), abs=1e-9) and noisy.p_value > 1 / 2000
+
+
+def test_the_power_line_takes_the_sd_bound_at_the_confidence_asked():
+    """sd_confidence sets the SD's upper bound the second line uses: 0.95 gives a higher bound than the default 0.8,
+    and the bound is sd_upper_bound's at that confidence."""
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(1.0, 0.3, 5), rng.normal(0.8, 0.3, 5)
+    default, strict = stats.power_line(a, b, 0.5), stats.power_line(a, b, 0.5, sd_confidence=0.95)
+    assert default.sd == strict.sd and strict.sd_high > default.sd_high
+    assert strict.sd_high == pytest.approx(stats.sd_upper_bound(strict.sd, 5, 0.95), rel=1e-12)
+    assert default.sd_high == pytest.approx(stats.sd_upper_bound(default.sd, 5, 0.8), rel=1e-12)
+    assert strict.detectable_high > default.detectable_high

@@ -223,3 +223,16 @@ def test_focal_gradient_factor_link():
     p = torch.linspace(0.01, 0.99, 50, dtype=torch.float64, requires_grad=True)
     (-(1 - p) ** 3 * torch.log(p)).sum().backward()
     np.testing.assert_allclose((-p * p.grad).detach().numpy(), gradient_factor(p.detach().numpy(), 3.0), rtol=1e-12)
+
+
+def test_random_batches_refuse_a_size_below_one_and_spread_their_logits_by_the_scale():
+    """Sizes are integers >= 1 (classes >= 2); the weights' spread is logit_scale / sqrt(n_features): with the same
+    seed, scaling logit_scale scales the weights by the same factor."""
+    for kw in ({"n_batches": 0}, {"batch_size": 0}, {"n_features": 0}, {"n_classes": 1}, {"batch_size": 1.5}):
+        with pytest.raises(ValueError, match=next(iter(kw))):
+            focal.random_linear_softmax_batches(**{"n_batches": 2, **kw})
+    one = focal.random_linear_softmax_batches(3, n_features=4, logit_scale=1.0, seed=4)
+    five = focal.random_linear_softmax_batches(3, n_features=4, logit_scale=5.0, seed=4)
+    np.testing.assert_allclose(five["weights"], 5.0 * one["weights"], rtol=1e-12)
+    big = focal.random_linear_softmax_batches(200, n_features=4, logit_scale=5.0, seed=1)["weights"]
+    assert np.std(big) == pytest.approx(5.0 / 2.0, rel=0.05)

@@ -49,3 +49,11 @@ def test_schedule_from_prop2_has_a_single_crossing():
         focal.GammaSchedule("bad", (0.2,), (5.0,))
     with pytest.raises(ValueError, match="increase"):
         focal.GammaSchedule("bad", (0.5, 0.2), (5.0, 3.0, 2.0))
+
+
+def test_a_schedule_edge_must_lie_strictly_inside_zero_and_one():
+    """An edge at 0 or 1 (or beyond) leaves a bin no probability can fall in: refused."""
+    for edge in (0.0, 1.0, 1.5, -0.2):
+        with pytest.raises(ValueError):
+            focal.GammaSchedule("bad", (edge,), (5.0, 3.0))
+    assert focal.GammaSchedule("fine", (0.999,), (5.0, 3.0)).edges == (0.999,)

@@ -326,3 +326,18 @@ def test_every_loss_refuses_non_finite_logits_by_name(case, match):
     masked = logits.clone()
     masked[2, (targets[2] + 1) % 4] = -float("inf")                   # one masked class in a row stays allowed
     assert torch.isfinite(get_loss("ce")(masked, targets))
+
+
+def test_the_generated_listing_puts_each_loss_under_its_kind():
+    """get_loss's docstring ends with the registry's names (calib.losses.registry._registry_listing): every primary
+    form under "Primary losses", every secondary one under "Secondary losses", and a weight of more than ten classes
+    is shown as 'tensor' in a loss module's repr."""
+    from calib.losses import registry
+
+    listing = registry._registry_listing()
+    primary, _, secondary = listing.partition("Secondary losses")
+    assert "Primary losses:" in primary and secondary
+    for spec in registry.REGISTRY:
+        assert f"``{spec.forms[0]}``" in (primary if spec.kind == "primary" else secondary), spec.forms[0]
+    assert "weight=tensor" in repr(FocalLoss(2.0, weight=torch.ones(12)))
+    assert "weight=[1.0, 2.0]" in repr(FocalLoss(2.0, weight=torch.tensor([1.0, 2.0])))
