@@ -1150,3 +1150,12 @@ def test_top_label_bins_are_the_bins_of_ece():
         metrics.top_label_bins([0.5, 1.2])
     with pytest.raises(ValueError, match="binning"):
         metrics.top_label_bins(conf, 5, "equal")
+
+
+def test_outcome_statistic_names_the_column_that_is_wrong():
+    """A top-label statistic from confidences and outcomes refuses a 2-D confidence and outcomes of another length,
+    naming each."""
+    with pytest.raises(ValueError, match=r"^confidence must be 1-D; got shape \(2, 2\)"):
+        metrics.outcome_statistic(np.full((2, 2), 0.5), np.array([1, 0]))
+    with pytest.raises(ValueError, match="^correct has 2 entries but there are 3 confidences"):
+        metrics.outcome_statistic(np.array([0.5, 0.6, 0.7]), np.array([1, 0]))

@@ -968,3 +968,17 @@ def test_focal_map_and_the_posthoc_maps_check_a_tensor_alike():
             assert messages[2] == messages[0].replace("logits", "probs"), what
     whole = torch.tensor(np.round(z).astype(np.int64))       # integers are read as float64 by both
     assert focal_map(whole, 0.0).dtype == ts.predict_proba(whole).dtype == torch.float64
+
+
+def test_the_norm_of_an_sb_ece_fit_and_of_a_streaming_classwise_ece_is_checked_by_name():
+    """norm='l3' is refused naming norm, by the TS-SB-ECE fit and by StreamingClasswiseECE (whose norms include
+    'max'); the NLL from log-probabilities names log_probs."""
+    from calib.metrics import get_metric, streaming
+
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="^norm='l3' is not supported; choose one of 'l1', 'l2'"):
+        fit_temperature_sb_ece(rng.normal(size=(20, 3)), np.arange(20) % 3, norm="l3")
+    with pytest.raises(ValueError, match="^norm='l3' is not supported; choose one of 'l1', 'l2', 'max'"):
+        streaming.StreamingClasswiseECE(norm="l3")
+    with pytest.raises(ValueError, match="log_probs"):
+        get_metric("nll").from_log_probs(np.zeros(3), np.zeros(3, dtype=int))

@@ -614,3 +614,18 @@ def test_weights_are_float16_unless_asked_and_an_empty_state_is_refused(tmp_path
     np.savez(tmp_path / "text.npz", w=np.array(["a"]))
     with pytest.raises(CorruptRunError, match="no arrays of numbers"):
         runs.read_weights(tmp_path / "text.npz")
+
+
+def test_an_empty_folder_is_a_new_run_and_the_cpu_is_named_from_cpuinfo(tmp_path):
+    """RunFolder.check calls a folder without meta.json or checkpoint "new" (prepare returns the same); a CPU device's
+    name is /proc/cpuinfo's model name with the core count, where Linux has one."""
+    folder = runs.RunFolder(tmp_path / "run", {"loss": "ce"})
+    (tmp_path / "run").mkdir()
+    assert folder.check(resume=False, device_type="cpu") == "new"
+    assert folder.prepare(resume=True, restart=False, device_type="cpu") == "new"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        model = next((line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
+                      if line.startswith("model name")), None)
+        if model is not None:
+            assert runs.device_name(torch.device("cpu")) == f"CPU: {model} ({os.cpu_count()} cores)"

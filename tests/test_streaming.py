@@ -241,23 +241,34 @@ def _rank(rank, world, path, results):
 
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory):
-    """What each of two gloo ranks computed in :func:`_rank` (one launch for every test of two ranks)."""
+    """What each of two gloo ranks computed in :func:`_rank` (one launch for every test of two ranks): rank 0 in this
+    process, rank 1 in another. Rank 0 here is what lets the mutation test (README, Contributing) reach the
+    collectives (all_gather of rows, all_reduce of sums, the ranks' agreement on settings): its mutants do not reach
+    another process."""
     import torch.multiprocessing as mp
 
     manager = mp.Manager()
     results = manager.dict()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    path = tmp_path_factory.mktemp("ranks") / "rendezvous"
-    context = mp.start_processes(_rank, args=(2, str(path), results), nprocs=2, join=False)
-    deadline = time.monotonic() + 300
+    path = str(tmp_path_factory.mktemp("ranks") / "rendezvous")
+    other = mp.start_processes(_other_rank, args=(path, results), nprocs=1, join=False)
+    mine: dict = {}
     try:
-        while not context.join(timeout=2):
-            assert time.monotonic() < deadline, "the two ranks hung"
+        _rank(0, 2, path, mine)
+        deadline = time.monotonic() + 300
+        while not other.join(timeout=2):
+            assert time.monotonic() < deadline, "rank 1 hung"
     finally:
-        for process in context.processes:
+        streaming.DEVICE_KERNELS_ON_CPU = False
+        for process in other.processes:
             if process.is_alive():
                 process.kill()
-    return {rank: dict(results[rank]) for rank in (0, 1)}
+    return {0: mine[0], 1: dict(results[1])}
+
+
+def _other_rank(_, path, results):
+    """Rank 1 of two for the fixture above (mp.start_processes passes its index first)."""
+    _rank(1, 2, path, results)
 
 
 def test_two_gloo_ranks_give_the_one_shot_value(two_ranks):
@@ -482,3 +493,19 @@ def test_without_validate_args_the_device_kernels_check_only_shapes(monkeypatch)
     assert metric.compute() == metrics.accuracy(p, y)
     with pytest.raises(ValueError, match="probs must be 2-D"):
         metric.update(torch.from_numpy(p[:, 0]), torch.from_numpy(y))
+
+
+def test_the_brier_of_tensors_in_blocks_equals_the_one_shot_and_leaves_the_batch_alone(monkeypatch):
+    """StreamingBrier's device kernel (here on the CPU) sums a tensor batch in blocks of TENSOR_BLOCK_ELEMENTS
+    elements: with blocks of 3 rows, 10 rows give brier's value, and a float64 batch (which the block's cast would
+    not copy) is not changed in place."""
+    monkeypatch.setattr(streaming, "DEVICE_KERNELS_ON_CPU", True)
+    monkeypatch.setattr(streaming, "TENSOR_BLOCK_ELEMENTS", 3 * 4)
+    rng = np.random.default_rng(2)
+    p = rng.dirichlet(np.ones(4), size=10)
+    y = rng.integers(4, size=10)
+    batch = torch.from_numpy(p.copy())
+    metric = streaming.StreamingBrier()
+    metric.update(batch, torch.from_numpy(y))
+    assert metric.compute() == pytest.approx(metrics.brier(p, y), rel=1e-12)
+    assert torch.equal(batch, torch.from_numpy(p))

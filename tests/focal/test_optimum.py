@@ -162,3 +162,13 @@ def test_minimise_focal_risk_edge_cases():
     np.testing.assert_allclose(q[[0, 2]], focal_optimal_prediction(np.array([0.6, 0.4]), 2), atol=1e-10)
     np.testing.assert_array_equal(minimise_focal_risk(np.array([0.7, 0.3]), 0), [0.7, 0.3])
     np.testing.assert_array_equal(minimise_focal_risk(np.eye(3)[1], 3), np.eye(3)[1])
+
+
+def test_a_bad_input_is_named_by_its_argument():
+    """The focal optimum's functions name the argument that is not a distribution (a 3-D array, a text)."""
+    with pytest.raises(ValueError, match="^q must be 1-D or 2-D"):
+        focal.focal_optimal_prediction(np.ones((2, 2, 2)) / 2, 1.0)
+    with pytest.raises(ValueError, match="^probs must be 1-D or 2-D"):
+        focal.focal_prediction_target(np.ones((2, 2, 2)) / 2, 1.0)
+    with pytest.raises(ValueError, match="^target must be 1-D or 2-D"):
+        focal.focal_risk(np.full(3, 1 / 3), np.ones((1, 1, 3)), 1.0)

@@ -358,3 +358,31 @@ def test_normalize_divides_by_kappa_and_float32_saturation_is_finite():
         loss = selective_au_loss(z, targets, csf=csf)
         (grad,) = torch.autograd.grad(loss, z)
         assert torch.isfinite(loss) and torch.isfinite(grad).all()
+
+
+def test_bin_edges_must_increase_strictly():
+    """K + 1 edges with a repeated one leave an empty bin of no width: refused, as decreasing edges are."""
+    from calib.losses import au_weights
+
+    scores = torch.linspace(0.05, 0.95, 8)
+    au_weights(scores, n_bins=3, edges=(0.0, 0.3, 0.6, 1.0))
+    for edges in ((0.0, 0.5, 0.5, 1.0), (0.0, 0.6, 0.3, 1.0)):
+        with pytest.raises(ValueError, match="increasing"):
+            au_weights(scores, n_bins=3, edges=edges)
+
+
+def test_weighted_mmce_with_one_correct_sample_is_the_distance_of_the_two_groups():
+    """MMCE_w is 0 only when a group is empty: one correct sample among four is a group of one, and the value is the
+    RKHS distance computed by hand (m = 1, n = 3)."""
+    from calib.losses import mmce
+
+    logits = torch.tensor([[2.0, 0.0], [1.5, 0.0], [0.5, 0.0], [3.0, 0.0]], dtype=torch.float64)
+    targets = torch.tensor([0, 1, 1, 1])                     # only the first is right
+    r = torch.softmax(logits, 1).max(1).values
+    a = torch.tensor([1.0, 0.0, 0.0, 0.0], dtype=torch.float64)
+    k = torch.exp(-(r[:, None] - r[None, :]).abs() / 0.4)
+    x = a * (1 - r) / 1 - (1 - a) * r / 3
+    expected = torch.sqrt((x[:, None] * x[None, :] * k).sum())
+    value = mmce(logits, targets, weighted=True)
+    assert float(value) > 0.1 and float(value) == pytest.approx(float(expected), rel=1e-12)
+    assert float(mmce(logits, torch.ones(4, dtype=torch.long), weighted=True)) == 0.0     # no correct sample

@@ -341,3 +341,22 @@ def test_the_generated_listing_puts_each_loss_under_its_kind():
         assert f"``{spec.forms[0]}``" in (primary if spec.kind == "primary" else secondary), spec.forms[0]
     assert "weight=tensor" in repr(FocalLoss(2.0, weight=torch.ones(12)))
     assert "weight=[1.0, 2.0]" in repr(FocalLoss(2.0, weight=torch.tensor([1.0, 2.0])))
+
+
+def test_an_epoch_scheduled_focal_loss_weighs_classes_and_names_its_gammas():
+    """EpochScheduledFocalLoss (the flsc family) applies its class weight at every epoch, as FocalLoss does at that
+    epoch's gamma; bad gammas are refused naming the argument; a gamma name builds through its family's builder
+    (calib.losses.registry._gamma_family, whose closure the registry made at import)."""
+    from calib.losses import registry
+    from calib.losses.functional import EpochScheduledFocalLoss
+
+    logits, y = torch.randn(12, 3, generator=torch.Generator().manual_seed(0)), torch.arange(12) % 3
+    weight = torch.tensor([1.0, 3.0, 0.5])
+    scheduled = EpochScheduledFocalLoss((5.0, 3.0, 1.0), (100, 250), 350, weight=weight)
+    scheduled.set_epoch(300, 350)
+    torch.testing.assert_close(scheduled(logits, y), FocalLoss(1.0, weight=weight)(logits, y), rtol=1e-6, atol=0)
+    assert not torch.allclose(scheduled(logits, y), FocalLoss(1.0)(logits, y))
+    with pytest.raises(ValueError, match="gammas"):
+        EpochScheduledFocalLoss((5.0, -1.0, 1.0))
+    built = registry._gamma_family(FocalLoss, "focal_loss")("fl-2.5", "2.5")
+    assert built.__name__ == "focal_loss_gamma_2.5" and built.gamma == 2.5
