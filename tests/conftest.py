@@ -172,6 +172,7 @@ def pytest_runtest_makereport(item, call):
 class _PhaseTable:
     def __init__(self):
         self.rows = {name: [0, 0.0, 0.0] for name in PHASES}        # tests, worker-seconds, CPU core-seconds
+        self.tests: list[tuple[str, str, float, float]] = []         # per test: node id, phase, wall s, CPU s
 
     def add(self, report) -> None:
         props = [p for p in report.user_properties if isinstance(p, (list, tuple)) and len(p) == 2]
@@ -189,6 +190,7 @@ class _PhaseTable:
         row[0] += 1
         row[1] += max(0.0, wall)
         row[2] += max(0.0, cpu)
+        self.tests.append((report.nodeid, phase_of(report.nodeid), round(max(0.0, wall), 3), round(max(0.0, cpu), 3)))
 
 
 _TABLE = _PhaseTable()
@@ -264,6 +266,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         out.write_text(json.dumps({"machine": model, "vendor": cpu_vendor(), "cores": os.cpu_count(),
                                    "setup_s": setup, "pytest_wall_s": wall,
                                    "phases": {k: {"tests": v[0], "worker_s": v[1], "cpu_s": v[2]}
-                                              for k, v in rows.items()}}, indent=1) + "\n")
+                                              for k, v in rows.items()},
+                                   # every test, the most CPU first (a part recorded by record_phase excluded)
+                                   "tests": [{"test": t, "phase": ph, "wall_s": w, "cpu_s": c} for t, ph, w, c in
+                                             sorted(_TABLE.tests, key=lambda row: -row[3])]}, indent=1) + "\n")
     except OSError:
         pass
