@@ -367,15 +367,53 @@ def test_as_in_the_notebook_runs_a_function_under_the_pinned_kernels_from_a_nati
 
     environ = {k: v for k, v in os.environ.items() if k not in CPU_ISA_VARIABLES and k != "CALIB_CPU_ISA"}
     environ["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    code = ("import json, torch\n"
+    # several calls, as the key makes them: one pinned process serves them all (the same pid), what a function
+    # prints does not reach its answer, and a function that raises is named with its traceback while the process
+    # goes on serving
+    code = ("import json, math, os, torch\n"
             "from calib._reproducible import cpu_kernel_setting\n"
             "from calib_book.answers.common import as_in_the_notebook\n"
-            "print(json.dumps([cpu_kernel_setting(), as_in_the_notebook(cpu_kernel_setting)]))\n")
+            "pinned = as_in_the_notebook(cpu_kernel_setting)\n"
+            "pids = [as_in_the_notebook(os.getpid), as_in_the_notebook(print, 'noise'),\n"
+            "        as_in_the_notebook(os.getpid)]\n"
+            "try:\n"
+            "    as_in_the_notebook(math.sqrt, -1.0)\n"
+            "    failed = ''\n"
+            "except RuntimeError as exc:\n"
+            "    failed = str(exc)\n"
+            "pids.append(as_in_the_notebook(os.getpid))\n"
+            "print(json.dumps([cpu_kernel_setting(), pinned, pids, os.getpid(), failed]))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environ,
                           timeout=scaled(300))
     assert done.returncode == 0, done.stderr[-2000:]
-    native, pinned = json.loads(done.stdout.strip().splitlines()[-1])
+    native, pinned, pids, own_pid, failed = json.loads(done.stdout.strip().splitlines()[-1])
+    assert pids[0] == pids[2] == pids[3] != own_pid and pids[1] is None
+    assert "sqrt" in failed and "math domain error" in failed and "Traceback" in failed
     assert all(native["variables"][k] is None for k in CPU_ISA_VARIABLES)
     assert {k: pinned["variables"][k] for k in CPU_ISA_VARIABLES} == CPU_ISA_VARIABLES
     if native["capability"].startswith("AVX512"):
         assert pinned["capability"] == "AVX2"
+
+
+def test_a_pinned_call_past_its_time_is_stopped_and_the_next_call_gets_a_new_process(monkeypatch):
+    """The pinned process of ``as_in_the_notebook`` runs the key's calls one after another; a call that does not
+    finish within its time (900 s scaled by the load; 0.5 s here) raises TimeoutError naming the function, its
+    process is killed, and the next call is served by a new one."""
+    import os
+    import sys
+    import time
+
+    from calib_book import timeouts
+    from calib_book.answers import common
+
+    environ = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    monkeypatch.setattr(timeouts, "scaled", lambda seconds: 0.5 if seconds == 900 else seconds)
+    served = common._PinnedProcess.serving(environ)
+    first = served.call(os.getpid, ())
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"sleep\(30,\) did not finish within 0.5 s"):
+        served.call(time.sleep, (30,))
+    assert time.monotonic() - started < 5 and served.process.poll() is not None
+    again = common._PinnedProcess.serving(environ)
+    assert again is not served and again.call(os.getpid, ()) not in (first, None)
+    again.close()
