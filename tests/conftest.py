@@ -212,10 +212,22 @@ def _setup_seconds(root: Path, session_start: float):
     return session_start - started if 0 <= session_start - started < 24 * 3600 else None
 
 
+def _machine_busy_seconds() -> float | None:
+    """The core-seconds this machine's CPUs have been busy since boot (every process's, from /proc/stat), or None
+    where there is no /proc/stat."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
 def pytest_sessionstart(session):
     import time
 
     session.config._calib_started = time.time()
+    session.config._calib_busy = _machine_busy_seconds()
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -260,11 +272,19 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
           f"(worker time {busy:.0f} s over the workers)")
     if setup is not None:
         write(f"  {'make test':<15}{'':>7}{setup + wall:>10.1f}")
+    busy_then, busy_now = getattr(config, "_calib_busy", None), _machine_busy_seconds()
+    machine_busy = None if busy_then is None or busy_now is None else busy_now - busy_then
+    if machine_busy is not None:
+        # CPU s counts each worker and the processes it waited for; Chromium's renderers are not among them (their
+        # browser does not wait for them), so the browser check's own is several times its row's
+        write(f"  the machine's CPUs were busy {machine_busy:.0f} core-seconds during pytest (every process's: "
+              f"{machine_busy - sum(r[2] for r in rows.values()):.0f} more than the table counts, Chromium's "
+              f"renderers and any other work on the machine)")
     out = root / "_build" / "test-phases.json"
     try:
         out.parent.mkdir(exist_ok=True)
         out.write_text(json.dumps({"machine": model, "vendor": cpu_vendor(), "cores": os.cpu_count(),
-                                   "setup_s": setup, "pytest_wall_s": wall,
+                                   "setup_s": setup, "pytest_wall_s": wall, "machine_busy_s": machine_busy,
                                    "phases": {k: {"tests": v[0], "worker_s": v[1], "cpu_s": v[2]}
                                               for k, v in rows.items()},
                                    # every test, the most CPU first (a part recorded by record_phase excluded)
