@@ -727,3 +727,83 @@ def test_the_power_line_takes_the_sd_bound_at_the_confidence_asked():
     assert strict.sd_high == pytest.approx(stats.sd_upper_bound(strict.sd, 5, 0.95), rel=1e-12)
     assert default.sd_high == pytest.approx(stats.sd_upper_bound(default.sd, 5, 0.8), rel=1e-12)
     assert strict.detectable_high > default.detectable_high
+
+
+# --------------------------------------------------------------- mutation sample B: behaviour the sample found untested
+
+def test_seed_intervals_name_their_method_and_add_test_samples_only_for_a_positive_test_variance():
+    """The method names the test samples whenever test_variance > 0 (a small one, below 1, too) and is the bare
+    t-interval otherwise; the paired interval says it is paired."""
+    values, other = [0.10, 0.12, 0.11, 0.15], [0.09, 0.10, 0.12, 0.11]
+    assert seed_interval(values).method == "t-interval over seeds"
+    assert seed_interval(values, test_variance=0.5).method == "t-interval over seeds and test samples"
+    assert seed_interval(values, test_variance=1e-6).method == "t-interval over seeds and test samples"
+    assert paired_seed_interval(values, other).method == "paired t-interval over seeds"
+    assert paired_seed_interval(values, other, test_variance=1e-6).method == \
+        "paired t-interval over seeds and test samples"
+
+
+def test_seed_interval_names_values_when_they_cannot_be_read_as_an_array():
+    """seed_values names the argument in the errors of reading it, not only in those of its shape."""
+    with pytest.raises(ValueError, match=r"^values is None"):
+        seed_interval(None)
+    with pytest.raises(ValueError, match=r"^values could not be read as an array"):
+        seed_interval([[0.1, 0.2], [0.3]])
+    with pytest.raises(ValueError, match=r"^b is None"):
+        paired_seed_interval([0.1, 0.2], None)
+
+
+def test_paired_bootstrap_draws_2000_resamples_by_default_and_hands_the_metric_float64_rows():
+    seen = []
+
+    def metric(p, y):
+        seen.append((p.dtype, y.dtype))
+        return float(p[np.arange(len(y)), y].mean())
+
+    probs = np.array([[0.7, 0.3], [0.2, 0.8], [0.6, 0.4], [0.1, 0.9]], dtype=np.float32)
+    labels = np.array([0, 1, 1, 1])
+    out = paired_bootstrap(metric, probs, probs[:, ::-1].copy(), labels)
+    assert out.method == "paired bootstrap over test samples, 2000 resamples"
+    assert len(seen) == 2 * 2000 + 2
+    assert {dtype for dtype, _ in seen} == {np.dtype(np.float64)}
+    # the estimate in float64: (0.7 + 0.8 + 0.4 + 0.9) / 4 - (0.3 + 0.2 + 0.6 + 0.1) / 4 of the float32 values
+    f = probs.astype(np.float64)
+    assert out.estimate == (f[[0, 1, 2, 3], [0, 1, 1, 1]].mean() - f[[0, 1, 2, 3], [1, 0, 0, 0]].mean())
+
+
+def test_power_of_one_half_is_accepted_and_gives_the_critical_value_over_root_n():
+    """power lies in [0.5, 1): at 0.5 the detectable difference of many seeds is z_0.975 sd / sqrt(n) (the normal
+    limit with z_0.5 = 0), and seeds_needed accepts it too."""
+    assert stats.detectable_difference(1.0, 4000, power=0.5) == pytest.approx(
+        scipy_stats.norm.ppf(0.975) / np.sqrt(4000), rel=1e-3)
+    assert stats.seeds_needed(1.0, 1.0, power=0.5) < stats.seeds_needed(1.0, 1.0, power=0.8)
+    with pytest.raises(ValueError, match="power must lie in"):
+        stats.detectable_difference(1.0, 10, power=0.4999)
+
+
+def test_a_rank_test_against_a_reversal_says_so_in_its_text():
+    ref = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    text = str(stats.rank_agreement_test(ref, ref[::-1], alternative="less"))
+    assert "(reversal, exact over all 120 orderings)" in text
+    assert "(agreement, " in str(stats.rank_agreement_test(ref, ref))
+    assert "(either, " in str(stats.rank_agreement_test(ref, ref, alternative="two-sided"))
+
+
+def test_seed_test_interval_resamples_with_seed_0_by_default():
+    rng = np.random.default_rng(5)
+    labels = rng.integers(0, 3, 200)
+    seeds = [metrics.statistic(scipy_stats.dirichlet.rvs(np.ones(3), size=200, random_state=s), labels, "nll")
+             for s in range(3)]
+    default = stats.seed_test_interval(seeds, n_resamples=100)
+    assert default == stats.seed_test_interval(seeds, n_resamples=100, seed=0)
+    assert default.se != stats.seed_test_interval(seeds, n_resamples=100, seed=1).se
+
+
+def test_an_additive_statistic_gives_float64_resamples_whatever_its_finish_computes_in():
+    from calib.stats.test_set import AdditiveStatistic
+
+    stat = AdditiveStatistic(np.array([[1.0], [2.0], [4.0]]),
+                             lambda sums, total: (sums[:, 0] / total).astype(np.float32))
+    out = stat.resampled(np.array([[3.0, 0.0, 0.0], [1.0, 1.0, 1.0]]))
+    assert out.dtype == np.float64
+    assert out.tolist() == [1.0, np.float64(np.float32(7 / 3))]
