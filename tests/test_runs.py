@@ -629,3 +629,92 @@ def test_an_empty_folder_is_a_new_run_and_the_cpu_is_named_from_cpuinfo(tmp_path
                       if line.startswith("model name")), None)
         if model is not None:
             assert runs.device_name(torch.device("cpu")) == f"CPU: {model} ({os.cpu_count()} cores)"
+
+
+# --------------------------------------------------------------- mutation sample B: behaviour the sample found untested
+
+def test_run_owner_names_both_damages_when_meta_json_and_the_checkpoint_are_damaged(tmp_path):
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "meta.json").write_text("{")
+    (out / "checkpoint.pt").write_bytes(b"garbage" * 10)
+    owner, why = run_owner(out, {"loss": "ce"})
+    meta_why = str(pytest.raises(CorruptRunError, read_json_object, out / "meta.json").value).split(";")[0]
+    assert owner == "unknown"
+    assert why.startswith(f"{meta_why}, and {out / 'checkpoint.pt'}")
+
+
+def test_write_weights_refuses_a_name_that_is_empty_or_starts_with_an_underscore(tmp_path):
+    for name in ("", "_meta", "a/b", 3):
+        with pytest.raises(ValueError, match=f"state has the key {name!r}; a state_dict's names"):
+            runs.write_weights(tmp_path / "w.npz", {"w": np.ones(2), name: np.ones(2)})
+    assert not (tmp_path / "w.npz").exists()
+
+
+def test_write_weights_refuses_a_weight_beyond_float16_without_an_overflow_warning(tmp_path):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                       # numpy's "overflow encountered in cast" would raise
+        with pytest.raises(ValueError, match=r"state\['w'\] holds values beyond float16's range"):
+            runs.write_weights(tmp_path / "w.npz", {"w": np.array([1.0, 1e6], dtype=np.float32)})
+
+
+def test_a_runs_logits_are_those_of_the_splits_it_keeps(tmp_path):
+    """Run.logits reads the splits logits.npz holds: a grid run keeps the test split alone."""
+    logits, labels = np.arange(12, dtype=np.float32).reshape(4, 3), np.array([0, 2, 1, 2])
+    np.savez(tmp_path / "logits.npz", test_logits=logits, test_labels=labels)
+    got = runs.Run(tmp_path, {}, {}).logits()
+    assert sorted(got) == ["test_labels", "test_logits"]
+    np.testing.assert_array_equal(got["test_logits"], logits)
+    np.testing.assert_array_equal(got["test_labels"], labels)
+
+
+def test_the_cpu_is_named_by_everything_after_the_first_colon_of_its_model_name(monkeypatch):
+    class Cpuinfo:
+        def __init__(self, path):
+            assert str(path) == "/proc/cpuinfo"
+
+        def read_text(self):
+            return "processor\t: 0\nmodel name\t: Acme CPU: rev 2 @ 3.0GHz\nflags\t: fpu\n"
+
+    monkeypatch.setattr(runs, "Path", Cpuinfo)
+    assert runs.device_name(torch.device("cpu")) == f"CPU: Acme CPU: rev 2 @ 3.0GHz ({os.cpu_count()} cores)"
+
+
+def test_git_dirty_tells_uncommitted_changes_of_the_library_in_a_git_checkout():
+    """git_dirty is True or False in a git checkout (None only where git cannot tell): whether `git diff HEAD`
+    lists a file under calib/."""
+    here = Path(runs.__file__).resolve().parent.parent
+    try:
+        inside = subprocess.run(["git", "-C", str(here), "rev-parse", "--is-inside-work-tree"], capture_output=True,
+                                text=True, timeout=10)
+        diff = subprocess.run(["git", "-C", str(here), "diff", "--name-only", "HEAD", "--", "calib"],
+                              capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        pytest.skip("no git")
+    if inside.returncode != 0 or inside.stdout.strip() != "true" or diff.returncode != 0:
+        pytest.skip("not a git checkout")
+    assert runs.git_dirty() is bool(diff.stdout.strip())
+
+
+def test_a_lock_that_cannot_open_the_file_again_after_a_stale_one_holds_nothing(tmp_path, monkeypatch):
+    """The first file opened was removed meanwhile (a stale lock file); when the second open fails (the folder made
+    read-only), the lock holds no file: release and check_in_place do nothing."""
+    path = tmp_path / runs.RunLock.NAME
+    path.write_text("pid 1")
+    stale = os.open(path, os.O_RDWR)
+    path.unlink()
+    calls = []
+
+    def open_stale_then_fail(*args, **kwargs):
+        calls.append(args[0])
+        if len(calls) == 1:
+            return stale
+        raise PermissionError(errno.EACCES, "read-only", str(args[0]))
+
+    monkeypatch.setattr(runs.os, "open", open_stale_then_fail)
+    lock = runs.RunLock(tmp_path).__enter__()
+    assert len(calls) == 2 and lock.fd is None
+    lock.check_in_place()
+    lock.release(remove=True)
