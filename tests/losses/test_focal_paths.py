@@ -193,3 +193,19 @@ def test_accuracy_near_p_one_against_mpmath(gamma):
     assert (grad_err[saturated] <= grad_scale[saturated]).all() and grad_scale[saturated].max() < 1e-9
     if gamma < 1:
         assert torch.isnan(theirs_z.grad[torch.from_numpy(saturated)]).any()
+
+
+# --------------------------------------------------------------- mutation sample B: behaviour the sample found untested
+
+@pytest.mark.parametrize("gamma", [0.5, 2.0])
+def test_an_ignore_index_within_the_classes_still_refuses_a_mean_over_class_weight_zero(gamma):
+    """ignore_index = 0, a class: the targets are read first (not by the gather); the counted targets (class 1) all
+    weigh 0, so a mean would divide by 0, and the ValueError says so instead of returning nan."""
+    from calib.losses import focal_loss
+
+    logits = torch.tensor([[0.1, 0.2, 0.3], [1.0, -1.0, 0.0], [0.5, 0.5, 0.0], [2.0, 1.0, 0.0]], dtype=torch.float64)
+    targets = torch.tensor([1, 1, 0, 1])
+    weight = torch.tensor([1.0, 0.0, 1.0], dtype=torch.float64)
+    with pytest.raises(ValueError, match="the batch's targets all have class weight 0"):
+        focal_loss(logits, targets, gamma=gamma, weight=weight, ignore_index=0)
+    assert focal_loss(logits, targets, gamma=gamma, weight=weight, ignore_index=0, reduction="sum").item() == 0.0

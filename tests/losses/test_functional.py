@@ -329,3 +329,36 @@ def test_label_smoothing_focal_loss_refuses_bad_arguments():
         label_smoothing_focal_loss(z, t, 2.0, 1.0)
     with pytest.raises(ValueError, match="-inf entries"):
         label_smoothing_focal_loss(torch.tensor([[0.0, float("-inf"), 1.0]]), torch.tensor([0]), 2.0, 0.1)
+
+
+# --------------------------------------------------------------- mutation sample B: behaviour the sample found untested
+
+def test_half_precision_logits_give_the_losses_of_their_float32_values():
+    """brier_loss, label_smoothing_loss and label_smoothing_focal_loss promote float16 / bfloat16 logits to float32
+    (upcast): the loss is that of the same values in float32, to the bit, and a float32 tensor."""
+    from calib.losses.functional import brier_loss, label_smoothing_focal_loss
+
+    gen = torch.Generator().manual_seed(3)
+    z = torch.randn(6, 4, generator=gen) * 3
+    t = torch.tensor([0, 1, 2, 3, 0, 1])
+    for dtype in (torch.float16, torch.bfloat16):
+        half = z.to(dtype)
+        for loss in (brier_loss, lambda a, b: label_smoothing_loss(a, b, 0.1),
+                     lambda a, b: label_smoothing_focal_loss(a, b, 2.0, 0.1)):
+            got = loss(half, t)
+            assert got.dtype == torch.float32
+            assert torch.equal(got, loss(half.float(), t)), dtype
+
+
+def test_label_smoothing_loss_names_the_class_dimension_and_warns_nothing():
+    """The log-softmax is taken over the classes (dim=1) by name: torch warns about an implicit dimension."""
+    import warnings
+
+    gen = torch.Generator().manual_seed(2)
+    z, t = torch.randn(5, 3, generator=gen, dtype=torch.float64), torch.tensor([0, 1, 2, 1, 0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = label_smoothing_loss(z, t, 0.1)
+    p = F.softmax(z, 1).numpy()
+    smooth = 0.9 * np.eye(3)[t.numpy()] + 0.05 * (1 - np.eye(3)[t.numpy()])
+    assert got.item() == pytest.approx(-(smooth * np.log(p)).sum(1).mean(), rel=1e-13)
