@@ -360,3 +360,41 @@ def test_an_epoch_scheduled_focal_loss_weighs_classes_and_names_its_gammas():
         EpochScheduledFocalLoss((5.0, -1.0, 1.0))
     built = registry._gamma_family(FocalLoss, "focal_loss")("fl-2.5", "2.5")
     assert built.__name__ == "focal_loss_gamma_2.5" and built.gamma == 2.5
+
+
+# --------------------------------------------------------------- mutation sample B: behaviour the sample found untested
+
+def test_a_registered_losss_options_are_its_attributes():
+    smoothed = get_loss("ls-0.1-fl-2")
+    assert (smoothed.alpha, smoothed.gamma) == (0.1, 2.0)
+    assert get_loss("ls-0.05").alpha == 0.05
+    with pytest.raises(AttributeError, match="gamma"):
+        get_loss("ls-0.05").gamma                                          # noqa: B018
+
+
+def test_get_loss_adds_a_secondary_with_weight_one_by_default():
+    loss = get_loss("ce", "sb-ece")
+    assert loss.weight == 1.0 and loss.__name__ == "cross_entropy+1*sb-ece"
+    logits, targets = calibration_batch()
+    primary, secondary = loss.parts(logits, targets)
+    assert loss(logits, targets).item() == pytest.approx((primary + secondary).item(), rel=1e-15)
+
+
+def test_a_combined_loss_is_named_by_its_parts_names_or_their_roles():
+    """A part given by name keeps it; a callable its __name__; a callable without one is called by its role."""
+    class Nameless:
+        def __call__(self, logits, targets):
+            return logits.sum() * 0
+
+    assert combined_loss("ce", "sb-ece", 0.5).__name__ == "ce+0.5*sb-ece"
+    assert combined_loss(Nameless(), Nameless(), 2.0).__name__ == "primary+2*secondary"
+    assert combined_loss(focal_loss, mmce, 0.25).__name__ == "focal_loss+0.25*mmce"
+
+
+def test_a_combined_loss_passes_the_run_length_on_to_its_scheduled_primary():
+    """FLSc-531 switches gamma after 100 and 250 of 350 epochs; over a 35-epoch run, after 10 and 25: epoch 30 is
+    in the last phase (gamma 1)."""
+    loss = get_loss("flsc-531", secondary="sb-ece")
+    loss.set_epoch(30, 35)
+    assert loss.primary.total_epochs == 35 and loss.primary.epoch == 30
+    assert loss.primary.gamma == 1.0
