@@ -509,3 +509,78 @@ def test_the_brier_of_tensors_in_blocks_equals_the_one_shot_and_leaves_the_batch
     metric.update(batch, torch.from_numpy(y))
     assert metric.compute() == pytest.approx(metrics.brier(p, y), rel=1e-12)
     assert torch.equal(batch, torch.from_numpy(p))
+
+
+# --------------------------------------------------------------- mutation sample B: behaviour the sample found untested
+
+def test_a_tensor_state_on_a_device_takes_numpy_batches_too(monkeypatch):
+    """The device kernels (here on the CPU): after a tensor batch, numpy batches are checked on the host and added
+    to the tensor state; the value is the one-shot function's of all rows."""
+    monkeypatch.setattr(streaming, "DEVICE_KERNELS_ON_CPU", True)
+    p, y = _data(n=300)
+    for make, one_shot in CASES:
+        metric = make()
+        metric.update(torch.from_numpy(p[:100]), torch.from_numpy(y[:100]))
+        metric.update(p[100:200], y[100:200])
+        metric.update(p[200:].tolist(), y[200:].tolist())
+        assert all(isinstance(t, torch.Tensor) for t in _state(metric))
+        assert abs(metric.compute() - one_shot(p, y)) <= TOL, make
+        with pytest.raises(ValueError, match="rows of probs must sum to 1"):
+            metric.update(p[:5] * 0.9, y[:5])
+
+
+def test_the_device_kernels_refuse_rows_that_do_not_sum_to_one_whatever_the_labels(monkeypatch):
+    """Rows in [0, 1] that sum to 0.9, with valid labels: the one boolean read says the batch is bad, and the host's
+    check raises the one-shot function's message; nothing is added."""
+    monkeypatch.setattr(streaming, "DEVICE_KERNELS_ON_CPU", True)
+    p, y = _data(n=50)
+    for make, _ in CASES:
+        metric = make()
+        with pytest.raises(ValueError, match="rows of probs must sum to 1"):
+            metric.update(torch.from_numpy(p * 0.9), torch.from_numpy(y))
+        assert metric.n_classes is None and not metric._sums
+
+
+def test_the_label_estimator_with_empty_bins_warns_nothing():
+    """Equal-width bins with estimator="label": bins without rows have no accuracy, and none is computed for them
+    (no 0 / 0)."""
+    import warnings
+
+    p = np.array([[0.95, 0.05], [0.9, 0.1], [0.55, 0.45], [0.35, 0.65]])
+    y = np.array([0, 1, 0, 1])
+    for norm in ("l1", "l2", "max"):
+        metric = StreamingECE(15, norm=norm, estimator="label")
+        metric.update(p, y)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = metric.compute()
+        assert got == pytest.approx(metrics.ece(p, y, 15, norm=norm, estimator="label"), abs=TOL)
+
+
+def test_the_ece_settings_name_its_estimator():
+    assert StreamingECE().settings() == {"n_bins": 15, "binning": "uniform", "norm": "l1", "estimator": "bin"}
+    assert StreamingECE(10, estimator="label").settings()["estimator"] == "label"
+
+
+def test_a_state_with_fewer_than_two_classes_or_a_fractional_count_is_refused():
+    p, y = _data(n=40)
+    metric = StreamingNLL()
+    metric.update(p, y)
+    state = metric.state_dict()
+    for k in (1, 0, 2.5, True):
+        fresh = StreamingNLL()
+        with pytest.raises(ValueError, match=rf"the state's n_classes \({k!r}\)"):
+            fresh.load_state_dict({**state, "n_classes": k})
+        assert fresh.n_classes is None
+
+
+def test_ranks_with_other_numbers_of_classes_name_a_rank_that_saw_no_batch(monkeypatch):
+    """Three ranks (gathered by a stand-in for gather_object): K = 7, no batch, K = 5; the message names each."""
+    metric = StreamingNLL()
+    metric.update(*_data(n=20))
+    monkeypatch.setattr(streaming, "world_size", lambda: 3)
+    monkeypatch.setattr(streaming, "gather_object",
+                        lambda obj: [("StreamingNLL", {}, 7), ("StreamingNLL", {}, None), ("StreamingNLL", {}, 5)])
+    with pytest.raises(ValueError, match=r"different numbers of classes \(7 on rank 0, no batch on rank 1, 5 on "
+                                         r"rank 2\)"):
+        metric.compute()
