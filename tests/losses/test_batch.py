@@ -386,3 +386,15 @@ def test_weighted_mmce_with_one_correct_sample_is_the_distance_of_the_two_groups
     value = mmce(logits, targets, weighted=True)
     assert float(value) > 0.1 and float(value) == pytest.approx(float(expected), rel=1e-12)
     assert float(mmce(logits, torch.ones(4, dtype=torch.long), weighted=True)) == 0.0     # no correct sample
+
+
+# --------------------------------------------------------------- mutation sample B: behaviour the sample found untested
+
+def test_s_avuc_names_a_bad_temperature_or_kappa():
+    z, y = calibration_batch()
+    for temperature, found in ((0.0, "must be > 0; got 0.0"), (-1.0, "must be > 0; got -1.0"),
+                               (float("nan"), "must be a finite number; got nan")):
+        with pytest.raises(ValueError, match=rf"^temperature {found}"):
+            s_avuc(z, y, 0.5, temperature)
+    with pytest.raises(ValueError, match=r"^kappa must be > 0"):
+        s_avuc(z, y, 0.0, 0.1)
