@@ -982,3 +982,67 @@ def test_the_norm_of_an_sb_ece_fit_and_of_a_streaming_classwise_ece_is_checked_b
         streaming.StreamingClasswiseECE(norm="l3")
     with pytest.raises(ValueError, match="log_probs"):
         get_metric("nll").from_log_probs(np.zeros(3), np.zeros(3, dtype=int))
+
+
+# --------------------------------------------------------------- mutation sample B: behaviour the sample found untested
+
+def test_ts_sb_ece_warns_when_it_ends_on_its_lower_bound():
+    """Every sample correct with a small margin: the soft-binned ECE falls towards 0 as T -> 0, and the fit ends on
+    T_RANGE's lower bound, where it warns (one-hot probabilities), as on the upper one."""
+    from calib.posthoc import T_RANGE, SearchBoundWarning
+
+    rng = np.random.default_rng(0)
+    y = np.arange(30) % 3
+    z = np.zeros((30, 3))
+    z[np.arange(30), y] = 0.01 * (1 + rng.random(30))
+    with pytest.warns(SearchBoundWarning, match=r"TS-SB-ECE ended on the lower bound of its search, T = 0.0001 .*"
+                                                r"one-hot, as when every validation sample is classified correctly"):
+        t, result = fit_temperature_sb_ece(z, y)
+    assert t == pytest.approx(T_RANGE[0], rel=1e-9)
+    with pytest.warns(SearchBoundWarning, match="lower bound"):
+        assert TemperatureScaling("sb-ece").fit(z, y).at_edge_ == "low"
+
+
+def test_ts_sb_ece_fits_float32_logits_as_their_float64_values():
+    """The fit reads float32 logits in float64: the same temperature, to the bit, as the float64 copy's."""
+    z, y = calibrated_logits(300, seed=31)
+    z32 = z.astype(np.float32)
+    t32, r32 = fit_temperature_sb_ece(z32, y)
+    t64, r64 = fit_temperature_sb_ece(z32.astype(np.float64), y)
+    assert t32 == t64 and r32.fun == r64.fun
+
+
+def test_ts_sb_ece_names_a_bad_start():
+    z, y = calibrated_logits(50, seed=32)
+    for start, found in ((0.0, "must be > 0; got 0.0"), (-2.0, "must be > 0; got -2.0"),
+                         ("1", "must be a finite number; got '1'")):
+        with pytest.raises(ValueError, match=rf"^start {found}"):
+            fit_temperature_sb_ece(z, y, start=start)
+
+
+def test_fts_edge_warnings_are_raised_for_the_caller_of_fit(monkeypatch):
+    """Each of FTS's edge warnings (grid search, line search's anchors, the line's own end) is raised with
+    stacklevel 3 (grid_edge, fit, the caller of fit), so that it names the caller's line; checked by the warnings'
+    file, and, where mutmut's trampolines are frames in between, by the stacklevel passed (a spy)."""
+    import types
+    import warnings
+
+    from calib.posthoc import grid as grid_module
+
+    levels = []
+
+    def spy(message, category, stacklevel=1):
+        levels.append(stacklevel)
+        warnings.warn(message, category, stacklevel=stacklevel + 1)      # + 1: the spy's own frame
+
+    monkeypatch.setattr(grid_module, "warnings", types.SimpleNamespace(warn=spy))
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(400, 5))
+    y = np.array([rng.choice(5, p=np.exp(r) / np.exp(r).sum()) for r in z])
+    temps = np.linspace(0.1, 5, 12)
+    with warnings_recorded() as caught:
+        FocalTemperatureScaling(objective="nll", gammas=[0.0, 1.0], temperatures=temps).fit(z / 100, y)
+        FocalTemperatureScaling(objective="nll", search="line", temperatures=temps).fit(z / 100, y)
+    assert [w.category for w in caught] == [GridEdgeWarning] * 3
+    assert len(levels) == 3 and levels == [3, 3, 3]
+    assert all(w.filename == __file__ for w in caught) or Path(__file__).parents[1].name == "mutants"
