@@ -114,7 +114,7 @@ def test_gamma_star_quoted_values():
 @pytest.mark.parametrize("p0", [1e-300, 1e-100, 1e-6, 0.01, 0.1, 0.2499999, 0.25, 0.3, 0.45, 0.49, 0.499,
                                 0.4999, 0.49999, 0.4999999, 0.5 - 1e-12])
 def test_gamma_star_is_accurate_over_the_whole_domain(p0):
-    assert focal.gamma_star(p0) == pytest.approx(_gamma_star_reference(p0), rel=2e-14)
+    assert focal.gamma_star(p0) == pytest.approx(_gamma_star_reference(p0), rel=2e-14, abs=0)
 
 
 def test_gamma_star_solves_g_equals_one_and_matches_the_printed_formula():
@@ -236,3 +236,35 @@ def test_random_batches_refuse_a_size_below_one_and_spread_their_logits_by_the_s
     np.testing.assert_allclose(five["weights"], 5.0 * one["weights"], rtol=1e-12)
     big = focal.random_linear_softmax_batches(200, n_features=4, logit_scale=5.0, seed=1)["weights"]
     assert np.std(big) == pytest.approx(5.0 / 2.0, rel=0.05)
+
+
+# --------------------------------------------------------------- mutation sample B: behaviour the sample found untested
+
+@pytest.mark.parametrize("p0", [0.4936, 0.493729969, 0.49395238, 0.4941])
+def test_gamma_star_is_accurate_just_above_the_series_region(p0):
+    """eps = 1 - m just above 0.01 (p0 ~ 0.494), where Lambert W_{-1} starts x near its branch point with about
+    1e-12 of error: the Newton step (derivative x / (1 + x) - eps) polishes it to full precision. (abs=0: gamma* is
+    about 0.03 here, and approx's default abs of 1e-12 would allow a relative error of 3e-11.)"""
+    assert focal.gamma_star(p0) == pytest.approx(_gamma_star_reference(p0), rel=2e-14, abs=0)
+
+
+def test_lambert_gamma_is_nan_where_scipy_gives_a_non_real_w_and_warns_nothing():
+    """Near p0 = 1/2, z can round below -1/e (here by one ulp): scipy's W is then not real (imaginary part about
+    1e-8, small but not 0), and the printed formula's value is nan on both branches, as at p0 = 1/2 itself (where
+    scipy gives nan); at p0 = 1e-300 the printed form overflows (W_{-1} gives -inf, W_0 nan), without a warning."""
+    import warnings
+
+    from scipy.special import lambertw
+
+    for p0 in (0.499999995, 0.500000004):
+        a, b = 1 - p0, p0 * math.log(p0)
+        z = -(a ** (1 - a / b) / b) * np.log(a)
+        assert z < -math.exp(-1) and 0 < abs(lambertw(z, -1).imag) < 1e-7          # below the branch point
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for p0 in (0.5, 0.499999995, 0.500000004):
+            assert math.isnan(focal.lambert_gamma(p0, -1)) and math.isnan(focal.lambert_gamma(p0, 0)), p0
+        assert focal.lambert_gamma(1e-300, -1) == -math.inf
+        assert math.isnan(focal.lambert_gamma(1e-300, 0))
+        values = focal.lambert_gamma(np.array([1e-300, 0.3, 0.5]), 0)
+    assert math.isnan(values[0]) and abs(values[1]) < 1e-13 and math.isnan(values[2])
