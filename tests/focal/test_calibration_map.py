@@ -583,3 +583,17 @@ def test_every_memory_layout_gives_the_same_fitted_maps():
         expected = np.asarray(predict(np.ascontiguousarray(z)))
         for layout, arr in _layouts(z).items():
             assert np.array_equal(np.asarray(predict(arr)), expected), (name, layout)
+
+
+# --------------------------------------------------------------- mutation sample B: behaviour the sample found untested
+
+def test_float32_logits_of_a_bad_shape_get_the_standard_message_naming_logits():
+    """float32 logits keep float32 and take their own path; a bad shape there raises as_scores' message, naming
+    logits, as float64 logits do."""
+    for bad, message in ((np.zeros(3), r"^logits must be 2-D of shape \(N, K\); got 1-D shape \(3,\)"),
+                         (np.zeros((2, 3, 1)), r"^logits must be 2-D of shape \(N, K\); got shape \(2, 3, 1\)"),
+                         (np.zeros((0, 3)), r"^logits is empty \(shape \(0, 3\)\)"),
+                         (np.zeros((4, 1)), r"^logits has 1 column\(s\)")):
+        for dtype in (np.float32, np.float64):
+            with pytest.raises(ValueError, match=message):
+                focal_map(bad.astype(dtype), 2.0)
