@@ -165,3 +165,47 @@ def test_old_names_warn_and_still_work():
         assert symbolic.focal_loss is symbolic.focal_loss_expr
     with pytest.raises(AttributeError):
         focal.no_such_name
+
+
+# --------------------------------------------------------------- mutation sample B: behaviour the sample found untested
+
+def test_solve_increasing_takes_integer_starts_and_brackets_as_floats():
+    """x0, lo and hi given as Python ints: the iterates are floats (an int array would truncate each Newton step)."""
+    x = solve_increasing(lambda x, index: (x * x - 2.0, 2.0 * x), 1, 0, 2)
+    assert x.dtype == np.float64 and x[0] == pytest.approx(np.sqrt(2.0), rel=1e-15)
+    x = solve_increasing(lambda x, index: (x ** 3 - 10.0, 3.0 * x * x), [2, 3], [0, 0], [5, 5])
+    np.testing.assert_allclose(x, np.cbrt(10.0), rtol=1e-15)
+
+
+def test_solve_increasing_evaluates_only_strictly_inside_the_bracket():
+    """A Newton step that lands exactly on the bracket's end is not taken (bisection instead): f is never evaluated
+    at hi. Here f(x) = x - 0.375 with a derivative of 0.125 (too small): from x = 0.25 the step is exactly 1.0, onto
+    hi = 1.25."""
+    seen = []
+
+    def fun(x, index):
+        seen.extend(x.tolist())
+        return x - 0.375, np.full_like(x, 0.125)
+
+    x = solve_increasing(fun, [0.25], [0.0], [1.25])
+    assert x[0] == 0.375
+    assert seen[:2] == [0.25, 0.75]                          # the bisection point, not hi
+    assert all(0.0 < s < 1.25 for s in seen)
+
+
+def test_golden_section_stops_once_every_bracket_is_within_xtol():
+    """xtol: the loop runs until every bracket [a, b] is narrower than xtol * max(1, b); on [0, 1] with xtol = 1e-6
+    that is the first k with 0.618...^k <= 1e-6, k = 29 steps (2 + 29 evaluations), and the final interior points
+    are (2 ratio - 1) (b - a) <= 0.236e-6 apart."""
+    calls = []
+
+    def fun(x):
+        calls.append(x.copy())
+        return (x - 0.3) ** 2
+
+    ratio = (np.sqrt(5.0) - 1) / 2
+    steps = int(np.ceil(np.log(1e-6) / np.log(ratio)))
+    assert steps == 29
+    c, fc, d, fd = golden_section_minimise(fun, [0.0], [1.0], xtol=1e-6)
+    assert len(calls) == 2 + steps
+    assert 0 < d[0] - c[0] <= (2 * ratio - 1) * 1e-6 * (1 + 1e-12)

@@ -172,3 +172,15 @@ def test_a_bad_input_is_named_by_its_argument():
         focal.focal_prediction_target(np.ones((2, 2, 2)) / 2, 1.0)
     with pytest.raises(ValueError, match="^target must be 1-D or 2-D"):
         focal.focal_risk(np.full(3, 1 / 3), np.ones((1, 1, 3)), 1.0)
+
+
+# --------------------------------------------------------------- mutation sample B: behaviour the sample found untested
+
+def test_the_optimum_functions_refuse_rows_that_are_not_distributions():
+    """q (focal_optimal_prediction) and probs (focal_prediction_target): entries in [0, 1], rows summing to 1; the
+    ValueError names the argument."""
+    for function, name in ((focal_optimal_prediction, "q"), (focal.focal_prediction_target, "probs")):
+        with pytest.raises(ValueError, match=rf"^rows of {name} must sum to 1; row 0 sums to 1.2"):
+            function([0.5, 0.7], 2.0)
+        with pytest.raises(ValueError, match=rf"^{name} has values outside \[0, 1\] \(min -0.2, max 1.2\)"):
+            function([[1.2, -0.2]], 2.0)
