@@ -64,7 +64,6 @@ class EqualMassStatistic:
         new[0] = True
         np.not_equal(self._x[1:], self._x[:-1], out=new[1:])
         self._tie_starts = np.flatnonzero(new)                    # the runs of equal confidences
-        self._tie_of = np.cumsum(new) - 1
         self.n_bins = check_int(n_bins, "n_bins", minimum=1)
         self.norm = norm
 
