@@ -209,7 +209,8 @@ def lambert_gamma(p0, branch: int = -1):
     no polishing: this is the formula as printed, for examining what each branch gives (for p0 < 1/2,
     branch -1 gives gamma* and branch 0 the trivial root gamma = 0; for p0 > 1/2 the roles swap and
     branch -1 gives 0). The result is nan where W is not real: at p0 = 1/2, where z is -1/e exactly and
-    scipy returns nan, and at p0 near 1/2 where z rounds below -1/e and scipy's W is complex. Use :func:`gamma_star` for the accurate, checked value.
+    scipy returns nan, and at p0 near 1/2 where z rounds below -1/e and scipy's W is complex. Use
+    :func:`gamma_star` for the accurate, checked value.
 
     Parameters
     ----------
