@@ -1159,3 +1159,21 @@ def test_outcome_statistic_names_the_column_that_is_wrong():
         metrics.outcome_statistic(np.full((2, 2), 0.5), np.array([1, 0]))
     with pytest.raises(ValueError, match="^correct has 2 entries but there are 3 confidences"):
         metrics.outcome_statistic(np.array([0.5, 0.6, 0.7]), np.array([1, 0]))
+
+
+def test_the_nll_from_log_probabilities_refuses_nan_and_plus_infinity_and_keeps_minus_infinity():
+    """The registry's NLL from log-probabilities read them with finite=False (a probability 0 is log 0 = -inf) and so
+    let a NaN through: the NLL was nan without a word. NaN and +inf are refused, naming log_probs and the first
+    index; -inf off the label leaves the NLL finite, on the label makes it infinite, as the NLL of the probabilities."""
+    nll = metrics.get_metric("nll").from_log_probs
+    y = np.array([0, 1, 2, 0])
+    z = np.log(np.full((4, 3), 1 / 3))
+    assert nll(z, y) == pytest.approx(np.log(3), rel=1e-15)
+    for bad in (np.nan, np.inf):
+        zb = z.copy()
+        zb[2, 1] = bad
+        with pytest.raises(ValueError, match=r"log_probs contains NaN or \+infinity \(first at index \(2, 1\)\)"):
+            nll(zb, y)
+    off = np.log(np.array([[0.5, 0.5, 0.0]] * 4))
+    assert nll(off, np.array([0, 1, 0, 1])) == pytest.approx(np.log(2), rel=1e-15)
+    assert nll(off, np.array([0, 1, 2, 1])) == np.inf

@@ -807,3 +807,39 @@ def test_an_additive_statistic_gives_float64_resamples_whatever_its_finish_compu
     out = stat.resampled(np.array([[3.0, 0.0, 0.0], [1.0, 1.0, 1.0]]))
     assert out.dtype == np.float64
     assert out.tolist() == [1.0, np.float64(np.float32(7 / 3))]
+
+
+def test_paired_bootstrap_checks_its_probabilities_and_labels_as_the_metrics_do_and_refuses_an_infinite_metric():
+    """Before: a NaN in probs gave the interval nan [nan, nan] without a word, and a label -1 indexed the last class
+    (a user metric such as the mean probability of the label then scored it). Now probs_a and probs_b are checked as
+    calib's metrics check probabilities and labels as class indices, each named; and a metric whose difference is
+    not finite (the NLL of a label given probability 0) is refused, since its interval would mean nothing."""
+    rng = np.random.default_rng(0)
+    pa, pb = rng.dirichlet(np.ones(3), 12), rng.dirichlet(np.ones(3), 12)
+    y = rng.integers(0, 3, 12)
+
+    def label_probability(p, labels):
+        return float(p[np.arange(len(labels)), labels].mean())
+
+    nan_a = pa.copy()
+    nan_a[0, 0] = np.nan
+    with pytest.raises(ValueError, match="probs_a contains NaN"):
+        paired_bootstrap(label_probability, nan_a, pb, y, n_resamples=100)
+    with pytest.raises(ValueError, match="probs_b"):
+        paired_bootstrap(label_probability, pa, pb * 2, y, n_resamples=100)
+    minus_one = y.copy()
+    minus_one[0] = -1
+    with pytest.raises(ValueError, match="labels"):
+        paired_bootstrap(label_probability, pa, pb, minus_one, n_resamples=100)
+    zero = pa.copy()
+    zero[0] = 0.0
+    zero[0, (y[0] + 1) % 3] = 1.0                     # the label of row 0 gets probability 0: its NLL is infinite
+
+    def raw_nll(p, labels):                           # the NLL without calib's check (metrics.nll refuses a 0)
+        with np.errstate(divide="ignore"):
+            return float(-np.log(p[np.arange(len(labels)), labels]).mean())
+
+    with pytest.raises(ValueError, match="not finite on the whole test set"):
+        paired_bootstrap(raw_nll, zero, pb, y, n_resamples=100)
+    ok = paired_bootstrap(label_probability, pa, pb, y, n_resamples=100)
+    assert ok.estimate == pytest.approx(label_probability(pa, y) - label_probability(pb, y), abs=1e-15)

@@ -52,6 +52,13 @@ class MetricSpec:
 
 def _nll_from_log_probs(log_probs, labels) -> float:
     z = as_float_array(log_probs, "log_probs", ndim=2, finite=False)   # a tensor on any device, with grad, too
+    # -inf is a log-probability (of a probability 0: the NLL is then infinite, as it is); NaN and +inf are not, and
+    # gave a NaN or -inf NLL without a word
+    bad = np.isnan(z) | (z == np.inf)
+    if bad.any():
+        at = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"log_probs contains NaN or +infinity (first at index {at}); log-probabilities are at most "
+                         f"0 (-inf for a probability 0): pass log_softmax of the logits.")
     y = as_labels(labels, "labels", n=z.shape[0], n_classes=z.shape[1])
     return float(-np.mean(z[np.arange(len(y)), y]))
 

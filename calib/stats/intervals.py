@@ -9,7 +9,7 @@ from typing import Callable, Sequence
 import numpy as np
 from scipy import stats as _scipy_stats
 
-from calib._validate import to_numpy
+from calib._validate import as_labels, as_scores, to_numpy
 
 __all__ = ["Interval", "seed_interval", "paired_seed_interval", "paired_bootstrap", "check_level", "seed_values",
            "DIRECTIONS", "ALTERNATIVES"]
@@ -131,20 +131,29 @@ def paired_bootstrap(metric: Callable, probs_a, probs_b, labels, n_resamples: in
     level = check_level(level)
     if int(n_resamples) != n_resamples or n_resamples < 100:
         raise ValueError(f"n_resamples must be an integer >= 100 (2000 is usual); got {n_resamples}.")
-    probs_a = np.asarray(to_numpy(probs_a, "probs_a"), dtype=np.float64)   # tensors on any device, with grad, too
-    probs_b = np.asarray(to_numpy(probs_b, "probs_b"), dtype=np.float64)
-    labels = to_numpy(labels, "labels")
-    if probs_a.shape != probs_b.shape or probs_a.ndim != 2:
+    # checked as calib's metrics check them (tensors on any device, with grad, too): finite probabilities whose rows
+    # sum to 1, integer labels in [0, K); a NaN gave a NaN interval, and a label -1 indexed the last class
+    probs_a = as_scores(probs_a, "probs_a", kind="probs")
+    probs_b = as_scores(probs_b, "probs_b", kind="probs")
+    if probs_a.shape != probs_b.shape:
         raise ValueError(f"probs_a and probs_b must both have shape (N, K); got {probs_a.shape} and {probs_b.shape}.")
+    labels = to_numpy(labels, "labels")
     if labels.shape != (probs_a.shape[0],):
         raise ValueError(f"labels must have shape ({probs_a.shape[0]},) to match probs; got {labels.shape}.")
+    labels = as_labels(labels, "labels", n=probs_a.shape[0], n_classes=probs_a.shape[1])
     rng = np.random.default_rng(seed)
     n = labels.size
     diffs = np.empty(int(n_resamples))
     for i in range(int(n_resamples)):
         idx = rng.integers(0, n, n)
         diffs[i] = metric(probs_a[idx], labels[idx]) - metric(probs_b[idx], labels[idx])
-    low, high = np.quantile(diffs, [0.5 - level / 2, 0.5 + level / 2])
     estimate = float(metric(probs_a, labels) - metric(probs_b, labels))
+    if not (np.isfinite(estimate) and np.isfinite(diffs).all()):
+        where = "on the whole test set" if not np.isfinite(estimate) else \
+            f"on {int((~np.isfinite(diffs)).sum())} of the {int(n_resamples)} resamples"
+        raise ValueError(f"metric's difference between the two models is not finite {where} (a metric that is "
+                         f"infinite or NaN, e.g. the NLL of a label given probability 0); an interval of it has no "
+                         f"meaning. Check the probabilities, or bound the metric.")
+    low, high = np.quantile(diffs, [0.5 - level / 2, 0.5 + level / 2])
     return Interval(estimate, float(low), float(high), level, n, f"paired bootstrap over test samples, "
                                                                  f"{int(n_resamples)} resamples")
