@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
+import re
 import warnings
 
 import numpy as np
@@ -656,3 +657,42 @@ def test_a_tensor_without_dense_values_is_refused_by_name(make, message):
     data = problem(6, 3, seed=5, ties=False)
     with pytest.raises(ValueError, match=f"probs is a .*{message}"):
         metrics.ece(make(torch.from_numpy(data["probs"])), data["labels"])
+
+
+# ------------------------------------------------------------------------------------------------ bad input
+
+#: The arrays a NaN is planted in (one at a time), and the names a function's message may give them where its parameter
+#: is not named as the case's argument (``aurc(probs, labels, confidence)`` gets the case's ``scores``, ...).
+NAN_ROLES = ("logits", "probs", "conf", "s", "p", "p0", "scores", "loss", "weights", "posterior")
+MESSAGE_NAMES = {"scores": ("confidence",), "conf": ("confidence",), "p": ("p0", "p_correct"),
+                 "probs": ("q", "probs_a"), "posterior": ("target", "probs_b"), "logits": ("log_probs",)}
+
+
+def test_every_case_refuses_a_nan_and_a_label_outside_the_classes_naming_the_array():
+    """The API's promise for bad input (a ValueError naming the argument, never a silent NaN), over every public
+    function the layout cases call: a NaN planted in each float array a case passes, and a label -1, each raise
+    ValueError naming that array. Found by it: the NLL from log-probabilities (nan) and paired_bootstrap (an interval
+    nan [nan, nan]; a label -1 indexed the last class) let them through."""
+    data = problem(n=12, k=4, seed=8, ties=False)
+    unnamed, silent = [], []
+    for case in CASES:
+        for role in case.keys:
+            if role not in NAN_ROLES and role != "labels":
+                continue
+            args = {k: np.array(data[k], copy=True) for k in case.keys}
+            if role == "labels":
+                args[role][0] = -1
+            else:
+                args[role] = args[role].astype(np.float64)
+                args[role].flat[0] = np.nan
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    case.call(**args)
+            except ValueError as exc:
+                names = (role, *MESSAGE_NAMES.get(role, ()))
+                if not any(re.search(rf"\b{name}\b", str(exc)) for name in names):
+                    unnamed.append((case.name, role, str(exc)[:120]))
+            else:
+                silent.append((case.name, role))
+    assert silent == [] and unnamed == [], (silent, unnamed)
