@@ -597,3 +597,45 @@ def test_float32_logits_of_a_bad_shape_get_the_standard_message_naming_logits():
         for dtype in (np.float32, np.float64):
             with pytest.raises(ValueError, match=message):
                 focal_map(bad.astype(dtype), 2.0)
+
+
+# --------------------------------------------------------------- mutation sample C: behaviour the sample found untested
+
+def test_the_grid_size_guard_divides_by_the_orderings_so_a_small_ten_class_grid_runs():
+    """The guard estimates the sorted grid as (R / h)^(K-1) / (K-1)!: for K = 10, R / h = 5 that is 5^9 / 9! ~ 5
+    rows (not 5^9 * 9!, which would refuse it). The distance over that grid is the brute-force maximum over the sorted
+    logit vectors (0, d_2, ..., d_10), 0 >= d_2 >= ... > -1 on the ticks 0, -0.2, ..., -0.8."""
+    from itertools import combinations_with_replacement
+
+    ticks = -0.2 * np.arange(5)
+    rows = np.array([(0.0, *c) for c in combinations_with_replacement(ticks, 9)])
+    expected = np.abs(focal_map(rows, 1.0) - softmax(rows / 0.5, axis=1)).max()
+    assert ts_distance(1.0, 0.5, n_classes=10, logit_range=1.0, step=0.2) == pytest.approx(expected, rel=1e-12)
+
+
+def test_sharp_upper_temperature_finds_a_minimum_of_beta_at_the_end_of_its_search_grid():
+    """The sharp T_high = 1 / min_s beta(s) searches s in [0, 12]; for gamma = 76900 the minimum lies at s ~ 11.9985,
+    in the last grid cell (11.995, 12], and must be found there (a grid that stops at 11.995 refines the cell before
+    it and misses it by ~7e-13 relative). The reference minimum is scipy's bounded search."""
+    from scipy.optimize import minimize_scalar
+
+    g = 76900.0
+    best = minimize_scalar(lambda s: effective_inverse_temperature(s, g), bounds=(11.0, 13.0), method="bounded",
+                           options={"xatol": 1e-10})
+    assert 11.995 < best.x < 12.0
+    assert 1 / ts_bounds(g, sharp=True)[1] == pytest.approx(best.fun, rel=1e-13, abs=0)
+
+
+def test_non_finite_logit_differences_are_refused_naming_s():
+    for f in (effective_inverse_temperature, log_f_gamma):
+        with pytest.raises(ValueError, match=r"^s contains NaN or infinity"):
+            f([1.0, np.nan], 2.0)
+
+
+def test_ragged_or_missing_logits_are_refused_naming_logits():
+    with pytest.raises(ValueError, match=r"^logits could not be read as an array"):
+        focal_map([[1.0, 2.0], [3.0]], 1.0)
+    with pytest.raises(ValueError, match=r"^logits is None"):
+        focal_map(None, 1.0)
+    with pytest.raises(ValueError, match=r"^logits must be 2-D"):
+        top_label_gain(np.zeros(3), 1.0)
