@@ -209,3 +209,24 @@ def test_golden_section_stops_once_every_bracket_is_within_xtol():
     c, fc, d, fd = golden_section_minimise(fun, [0.0], [1.0], xtol=1e-6)
     assert len(calls) == 2 + steps
     assert 0 < d[0] - c[0] <= (2 * ratio - 1) * 1e-6 * (1 + 1e-12)
+
+
+# --------------------------------------------------------------- mutation sample C: behaviour the sample found untested
+
+def test_check_gamma_scalar_takes_a_zero_d_array_and_refuses_a_one_element_vector():
+    """scalar=True unwraps a 0-D array (np.array(2.0) is one number) but not a 1-D array of one value."""
+    got = check_gamma(np.array(2.5), scalar=True)
+    assert got == 2.5 and type(got) is float
+    with pytest.raises(ValueError, match=r"^gamma must be a single real number >= 0; got array\(\[2\.5\]\)"):
+        check_gamma(np.array([2.5]), scalar=True)
+
+
+def test_solve_increasing_leaves_the_callers_start_array_unchanged():
+    """The iterates live in a copy of x0: a float64 start array (which np.array could otherwise share) keeps its
+    values, and so do the bracket arrays."""
+    x0, lo, hi = np.array([1.0, 1.0]), np.array([0.0, 0.0]), np.array([4.0, 4.0])
+    x = solve_increasing(lambda x, index: (x * x - np.array([2.0, 3.0])[index], 2.0 * x), x0, lo, hi)
+    np.testing.assert_allclose(x, np.sqrt([2.0, 3.0]), rtol=1e-15)
+    np.testing.assert_array_equal(x0, [1.0, 1.0])
+    np.testing.assert_array_equal(lo, [0.0, 0.0])
+    np.testing.assert_array_equal(hi, [4.0, 4.0])
