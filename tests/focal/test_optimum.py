@@ -184,3 +184,15 @@ def test_the_optimum_functions_refuse_rows_that_are_not_distributions():
             function([0.5, 0.7], 2.0)
         with pytest.raises(ValueError, match=rf"^{name} has values outside \[0, 1\] \(min -0.2, max 1.2\)"):
             function([[1.2, -0.2]], 2.0)
+
+
+# --------------------------------------------------------------- mutation sample C: behaviour the sample found untested
+
+def test_minimise_focal_risk_solves_every_row_after_a_one_hot_or_gamma_zero_row():
+    """A row with one nonzero class (q = eta) or gamma = 0 (q = eta) takes a shortcut; the rows after it are still
+    minimised (the closed form focal_optimal_prediction is the reference)."""
+    eta = np.array([[0.0, 1.0, 0.0], [0.5, 0.3, 0.2], [0.1, 0.1, 0.8]])
+    q = minimise_focal_risk(eta, 2.0)
+    np.testing.assert_array_equal(q[0], [0.0, 1.0, 0.0])
+    np.testing.assert_allclose(q[1:], focal_optimal_prediction(eta[1:], 2.0), atol=1e-10, rtol=0)
+    np.testing.assert_array_equal(minimise_focal_risk(eta[1:], 0.0), eta[1:])

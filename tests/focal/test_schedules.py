@@ -57,3 +57,10 @@ def test_a_schedule_edge_must_lie_strictly_inside_zero_and_one():
         with pytest.raises(ValueError):
             focal.GammaSchedule("bad", (edge,), (5.0, 3.0))
     assert focal.GammaSchedule("fine", (0.999,), (5.0, 3.0)).edges == (0.999,)
+
+
+# --------------------------------------------------------------- mutation sample C: behaviour the sample found untested
+
+def test_schedule_gamma_names_p_when_a_probability_is_out_of_range():
+    with pytest.raises(ValueError, match=r"^p must lie in \[0, 1\]; found (np.float64\()?1\.5"):
+        focal.schedule_gamma(focal.FLSD_53, [0.1, 1.5])
