@@ -398,3 +398,25 @@ def test_s_avuc_names_a_bad_temperature_or_kappa():
             s_avuc(z, y, 0.5, temperature)
     with pytest.raises(ValueError, match=r"^kappa must be > 0"):
         s_avuc(z, y, 0.0, 0.1)
+
+
+# --------------------------------------------------------------- mutation sample C: behaviour the sample found untested
+
+def test_au_weights_of_a_single_score_and_refusal_of_an_empty_batch():
+    """One score is a batch: at kappa = 1 its exact weight is H_1 - H_0 = 1, and its smoothed-bin weight is
+    -log sigma((c - s) / nu) for the centre c = 0.75 of its bin [0.7, 0.8). An empty batch is refused."""
+    s = torch.tensor([0.7], dtype=torch.float64)
+    assert au_weights(s, kappa=1.0, cdf="exact").tolist() == [1.0]
+    expected = -math.log(1 / (1 + math.exp(-(0.75 - 0.7) / 0.1)))
+    assert au_weights(s, kappa=1.0, nu=0.1, n_bins=10).item() == pytest.approx(expected, rel=1e-12)
+    with pytest.raises(ValueError, match=r"^scores must be a non-empty 1-D torch tensor"):
+        au_weights(torch.zeros(0))
+
+
+def test_avuc_of_a_binary_problem_against_the_loop():
+    """Two classes are enough for AvUC (the entropy of a binary prediction is not 0)."""
+    z, y = calibration_batch(n=40, k=2, scale=2)
+    p, c, a = top_label(z, y)
+    h = entropy(p)
+    kappa = float(np.median(h))
+    assert avuc(z, y, kappa).item() == pytest.approx(brute_avuc(c, a, h, kappa), rel=1e-12)

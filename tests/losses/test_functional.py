@@ -362,3 +362,19 @@ def test_label_smoothing_loss_names_the_class_dimension_and_warns_nothing():
     p = F.softmax(z, 1).numpy()
     smooth = 0.9 * np.eye(3)[t.numpy()] + 0.05 * (1 - np.eye(3)[t.numpy()])
     assert got.item() == pytest.approx(-(smooth * np.log(p)).sum(1).mean(), rel=1e-13)
+
+
+# --------------------------------------------------------------- mutation sample C: behaviour the sample found untested
+
+def test_inverse_focal_class_weights_enter_as_torch_weights_its_mean():
+    """weight=w: the mean is sum_i w_{y_i} l_i / sum_i w_{y_i} (torch's cross-entropy convention), l_i the
+    per-sample loss computed by the loop."""
+    logits, targets = batch(n=32, k=4)
+    w = torch.tensor([0.5, 2.0, 1.0, 3.0], dtype=torch.float64)
+    p = probs_of(logits)
+    ell = np.array([-(1 + p[i, t]) ** 2 * math.log(p[i, t]) for i, t in enumerate(targets.tolist())])
+    wy = w.numpy()[targets.numpy()]
+    assert inverse_focal_loss(logits, targets, 2.0, weight=w).item() == pytest.approx((wy * ell).sum() / wy.sum(),
+                                                                                       rel=1e-12)
+    np.testing.assert_allclose(inverse_focal_loss(logits, targets, 2.0, "none", weight=w).numpy(), wy * ell,
+                               rtol=1e-12)

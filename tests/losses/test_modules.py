@@ -203,3 +203,15 @@ def test_half_precision_logits_are_computed_in_float32():
     with pytest.raises(ValueError, match=r"overflows torch.float32 \(the precision torch.bfloat16 logits are computed "
                                          r"in\)"):
         InverseFocalLoss(200.0)(logits.bfloat16(), targets)
+
+
+# --------------------------------------------------------------- mutation sample C: behaviour the sample found untested
+
+def test_the_family_base_module_defaults_to_torch_cross_entropy_options():
+    """FocalFamilyLoss, which every module of the family builds on, takes torch.nn.CrossEntropyLoss's defaults:
+    reduction "mean", ignore_index -100, no class weights."""
+    from calib.losses._focal import FocalFamilyLoss
+
+    base, torch_default = FocalFamilyLoss(), torch.nn.CrossEntropyLoss()
+    assert (base.reduction, base.ignore_index, base.weight) == ("mean", -100, None)
+    assert (base.reduction, base.ignore_index) == (torch_default.reduction, torch_default.ignore_index)

@@ -398,3 +398,23 @@ def test_a_combined_loss_passes_the_run_length_on_to_its_scheduled_primary():
     loss.set_epoch(30, 35)
     assert loss.primary.total_epochs == 35 and loss.primary.epoch == 30
     assert loss.primary.gamma == 1.0
+
+
+# --------------------------------------------------------------- mutation sample C: behaviour the sample found untested
+
+def test_secondary_losses_document_their_kappa_and_kernel():
+    """A secondary loss's __doc__ says what it computes: AvUC's kappa (given in nats, or the default log(K) / 2)
+    and which MMCE (w: weighted, m: unweighted) with its kernel width."""
+    assert get_secondary_loss("avuc", kappa=0.7).__doc__ == "AvUC (kappa = 0.7 nats)."
+    assert get_secondary_loss("avuc-gs", kappa=0.25).__doc__ == "AvUC-GS (kappa = 0.25 nats)."
+    assert get_secondary_loss("avuc").__doc__ == "AvUC (kappa = half the maximum entropy, log(K) / 2)."
+    assert get_secondary_loss("mmce-w").__doc__ == "MMCE_w (Laplacian kernel, width 0.4)."
+    assert get_secondary_loss("mmce", bandwidth=0.2).__doc__ == "MMCE_m (Laplacian kernel, width 0.2)."
+
+
+def test_the_mmce_baseline_names_its_weighted_mmce_term():
+    """"mmce-2" is cross-entropy + 2 * MMCE_w; its secondary term is the registry's "mmce-w" loss, named so (and so
+    printed in repr)."""
+    loss = get_loss("mmce-2")
+    assert loss.secondary.__name__ == "mmce-w"
+    assert "RegisteredLoss('mmce-w', bandwidth=0.4, weighted=True)" in repr(loss)
