@@ -1177,3 +1177,31 @@ def test_the_nll_from_log_probabilities_refuses_nan_and_plus_infinity_and_keeps_
     off = np.log(np.array([[0.5, 0.5, 0.0]] * 4))
     assert nll(off, np.array([0, 1, 0, 1])) == pytest.approx(np.log(2), rel=1e-15)
     assert nll(off, np.array([0, 1, 2, 1])) == np.inf
+
+
+# --------------------------------------------------------------- mutation sample C: behaviour the sample found untested
+
+def test_outcomes_of_the_wrong_length_are_refused_saying_what_they_should_match():
+    """A ``correct`` that does not match the confidences is refused naming it and what it is counted against: the
+    confidences of top_label_ece, the columns of conf (one outcome per sample) of equal_mass_ece_rows."""
+    with pytest.raises(ValueError, match=r"^correct has 2 entries but there are 3 confidences"):
+        metrics.top_label_ece([0.5, 0.6, 0.7], [True, False])
+    with pytest.raises(ValueError, match=r"^correct has 2 entries but there are 3 columns of conf"):
+        metrics.equal_mass_ece_rows(np.full((4, 3), 0.5), np.array([True, False]))
+
+
+def test_top_label_bins_of_a_single_confidence_and_refusal_of_none():
+    """One confidence is binned (0.3 lies in (4/15, 5/15], bin 4 of 15; alone it fills equal-mass bin 0); an empty
+    array is refused."""
+    assert metrics.top_label_bins([0.3]).tolist() == [4]
+    assert metrics.top_label_bins([0.3], 3, "quantile").tolist() == [0]
+    with pytest.raises(ValueError, match=r"^conf must be a non-empty 1-D array"):
+        metrics.top_label_bins(np.zeros(0))
+
+
+def test_a_bad_loss_of_the_risk_coverage_curve_is_named_loss():
+    p, y = random_probs(0, 10, 3)
+    with pytest.raises(ValueError, match=r"^loss contains NaN or infinity \(first at index 2\)"):
+        metrics.aurc(p, y, loss=np.array([0.0, 1.0, np.nan] + [0.0] * 7))
+    with pytest.raises(ValueError, match=r"^loss must be 1-D; got shape \(10, 1\)"):
+        metrics.risk_coverage_curve(p, y, loss=np.ones((10, 1)))
