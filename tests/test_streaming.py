@@ -584,3 +584,48 @@ def test_ranks_with_other_numbers_of_classes_name_a_rank_that_saw_no_batch(monke
     with pytest.raises(ValueError, match=r"different numbers of classes \(7 on rank 0, no batch on rank 1, 5 on "
                                          r"rank 2\)"):
         metric.compute()
+
+
+# --------------------------------------------------------------- mutation sample C: behaviour the sample found untested
+
+def test_a_state_of_several_batches_saves_each_row_list_joined_and_loads_back():
+    """The metrics that keep rows (equal-mass ECE and class-wise ECE, AURC) hold one array a batch; state_dict joins
+    each list into one tensor, and a metric loaded from it computes the one-shot value of all the rows."""
+    p, y = _data(n=600)
+    for make, one_shot in ((lambda: StreamingECE(15, binning="quantile"), metrics.adaptive_ece),
+                           (lambda: StreamingClasswiseECE(8, binning="quantile"),
+                            lambda p, y: metrics.classwise_ece(p, y, 8, binning="quantile")),
+                           (StreamingAURC, metrics.aurc)):
+        first = make()
+        for rows in np.array_split(np.arange(600), 3):
+            first.update(p[rows], y[rows])
+        state = first.state_dict()
+        assert state["rows"] and all(t.shape[0] == 600 for t in state["rows"].values())
+        second = make()
+        second.load_state_dict(state)
+        assert abs(second.compute() - one_shot(p, y)) <= TOL
+
+
+def test_a_binary_state_loads_and_anything_but_a_state_dict_is_refused_by_the_message():
+    """Two classes are a state (K >= 2); a dict without the state's keys, or no dict at all, gets the message that
+    says what to pass (not a KeyError or TypeError from inside)."""
+    p, y = _data(n=50, k=2)
+    metric = StreamingNLL()
+    metric.update(p, y)
+    fresh = StreamingNLL()
+    fresh.load_state_dict(metric.state_dict())
+    assert fresh.n_classes == 2 and fresh.compute() == pytest.approx(metrics.nll(p, y), rel=1e-14)
+    for bad in ({"metric": "StreamingNLL"}, {**metric.state_dict(), "extra": 1}, None):
+        with pytest.raises(ValueError, match=r"^StreamingNLL.load_state_dict: pass what state_dict\(\) gave"):
+            StreamingNLL().load_state_dict(bad)
+
+
+def test_classwise_ece_takes_rho_one_as_a_number():
+    """norm = rho >= 1: rho = 1 itself is allowed (the l1 class-wise ECE), as classwise_ece allows it."""
+    p, y = _data(n=400)
+    metric = StreamingClasswiseECE(10, norm=1)
+    metric.update(p, y)
+    assert metric.compute() == pytest.approx(metrics.classwise_ece(p, y, 10, norm=1), abs=TOL)
+    assert metric.compute() == pytest.approx(metrics.classwise_ece(p, y, 10), abs=TOL)
+    with pytest.raises(ValueError, match=r"^norm must be one of .* or a number rho >= 1; got 0.5"):
+        StreamingClasswiseECE(10, norm=0.5)
