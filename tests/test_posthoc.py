@@ -1046,3 +1046,16 @@ def test_fts_edge_warnings_are_raised_for_the_caller_of_fit(monkeypatch):
     assert [w.category for w in caught] == [GridEdgeWarning] * 3
     assert len(levels) == 3 and levels == [3, 3, 3]
     assert all(w.filename == __file__ for w in caught) or Path(__file__).parents[1].name == "mutants"
+
+
+# --------------------------------------------------------------- mutation sample C: behaviour the sample found untested
+
+def test_sampling_noise_is_the_largest_standard_error_of_an_accuracy():
+    """1 / (2 sqrt(N)): the standard error sqrt(a (1 - a) / N) of an accuracy a on N samples at its largest (a = 1/2),
+    found here by a grid over a."""
+    from calib.posthoc._common import sampling_noise
+
+    a = np.linspace(0.0, 1.0, 10001)
+    for n in (1, 100, 2500, 12345.5):
+        assert sampling_noise(n) == pytest.approx(np.sqrt(a * (1 - a) / n).max(), rel=1e-15)
+    assert sampling_noise(100) == 0.05

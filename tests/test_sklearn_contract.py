@@ -419,3 +419,27 @@ def test_model_selection_with_a_scorer_of_probabilities():
         search.fit(z, y, sample_weight=w)
     assert search.best_estimator_.temperature_ == TemperatureScaling(
         search.best_params_["objective"]).fit(z, y, sample_weight=w).temperature_
+
+
+# --------------------------------------------------------------- mutation sample C: behaviour the sample found untested
+
+def test_the_tags_say_a_multi_class_single_label_classifier_of_poor_score():
+    """predict is the argmax of the logits, so its accuracy is the logits' (poor_score: scikit-learn's classifier
+    checks must not demand a good score); one label per sample among K classes (multi-class, not multi-label)."""
+    for make in ESTIMATORS.values():
+        tags = make().__sklearn_tags__()
+        assert tags.estimator_type == "classifier"
+        assert tags.classifier_tags.poor_score is True
+        assert tags.classifier_tags.multi_class is True and tags.classifier_tags.multi_label is False
+
+
+def test_a_refit_forgets_public_fitted_attributes_only():
+    """fit first deletes the fitted attributes (public names with a trailing underscore); a private attribute that
+    happens to end in an underscore is not one of them and is kept, a stale public one is not."""
+    z, y = calibrated_logits(200, seed=3)
+    est = TemperatureScaling()
+    est._note_ = "kept"
+    est.stale_ = "dropped"
+    est.fit(z, y)
+    assert est._note_ == "kept"
+    assert not hasattr(est, "stale_")
