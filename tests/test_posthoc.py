@@ -1059,3 +1059,74 @@ def test_sampling_noise_is_the_largest_standard_error_of_an_accuracy():
     for n in (1, 100, 2500, 12345.5):
         assert sampling_noise(n) == pytest.approx(np.sqrt(a * (1 - a) / n).max(), rel=1e-15)
     assert sampling_noise(100) == 0.05
+
+
+def test_fts_scores_of_the_line_anchors_together_are_those_of_each_alone():
+    """gamma = 0 and gamma = 1 (the line search's anchors) scored in one call take the path of gamma = 1 alone (no
+    power; gamma = 0 in closed form): each row of the pair is, bit for bit, the scores of that gamma alone."""
+    rng = np.random.default_rng(0)
+    z, y = rng.normal(size=(2000, 10)) * 3, rng.integers(0, 10, 2000)
+    t = np.geomspace(0.2, 5, 7)
+    for objective in ("nll", "ece"):
+        both = focal_temperature_scores(z, y, [0.0, 1.0], t, objective)
+        np.testing.assert_array_equal(both[0], focal_temperature_scores(z, y, [0.0], t, objective)[0])
+        np.testing.assert_array_equal(both[1], focal_temperature_scores(z, y, [1.0], t, objective)[0])
+
+
+def test_fts_nll_of_rows_whose_other_classes_underflow_is_the_focal_maps():
+    """Rows whose non-top softmax mass R is below 1024 x the smallest normal float (logit gaps of 702 and more) take
+    log R by a log-sum-exp of their own row; the NLL of labels that are not the top class (where the focal map's
+    top weight, (1 - q_top)^-gamma, brings in log R) is that of log_focal_map, row by row."""
+    z = np.array([[0.0, -702.0, -705.0], [0.0, -703.0, -704.0], [1.0, 0.0, -0.5]])
+    y = np.array([1, 2, 0])
+    for gamma in (1.0, 2.0):
+        expected = -log_focal_map(z, gamma)[np.arange(3), y].mean()
+        assert focal_temperature_scores(z, y, [gamma], [1.0], "nll")[0, 0] == pytest.approx(expected, rel=1e-13)
+
+
+def test_fts_line_search_warns_about_the_one_anchor_at_an_edge_alone():
+    """When only one anchor's best T is at an end of the T grid, the warning names that anchor and no other (the
+    "(and anchor gamma = ..., at the ... end too)" clause is for both anchors at an edge)."""
+    import warnings
+
+    z, y = calibrated_logits(2000, seed=1, scale=1.0)
+    for temps, edges, start in ((np.linspace(1.0, 3.0, 41), ("low", None), "line search, anchor gamma = 0: the best"),
+                                (np.linspace(0.3, 1.2, 41), (None, "high"), "line search, anchor gamma = 1: the best")):
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            fts = FocalTemperatureScaling(objective="nll", search="line", temperatures=temps).fit(z, y)
+        assert fts.path_["anchor_edges"] == edges
+        messages = [str(r.message) for r in record if issubclass(r.category, GridEdgeWarning)]
+        assert len(messages) == 1 and messages[0].startswith(start), messages
+
+
+def test_fts_line_search_advice_below_the_smallest_gamma_doubles_the_span_downwards():
+    """The line's best gamma at its smallest, 0.5, of gammas [0.5, 1.5]: the advice spans [lo - (hi - lo), hi] =
+    [-0.5, 1.5] (clipped at -1, the focal map's bound)."""
+    import warnings
+
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(2000, 10))
+    y = np.array([rng.choice(10, p=np.exp(r) / np.exp(r).sum()) for r in z])
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        fts = FocalTemperatureScaling(search="line", objective="nll", gammas=[0.5, 1.5],
+                                      temperatures=np.geomspace(0.01, 100, 60)).fit(z, y)
+    assert fts.gamma_ == 0.5
+    assert [str(r.message) for r in record][-1].endswith(
+        "e.g. FocalTemperatureScaling(search='line', gammas=[-0.5, 1.5]).")
+
+
+def test_grid_edge_of_a_two_point_grid_is_its_better_end_and_one_point_has_no_edge():
+    """Two points are a grid with two ends: the better one is reported (each end is one point); a single point is no
+    search and has no edge."""
+    from calib.posthoc.grid import grid_edge as _grid_edge
+
+    def widen(edge):
+        return "wider"
+
+    assert _grid_edge(np.array([1.0, 2.0]), np.array([0.1, 0.5]), 0.0, widen, warn=False) == "low"
+    assert _grid_edge(np.array([1.0, 2.0]), np.array([0.5, 0.1]), 0.0, widen, warn=False) == "high"
+    with pytest.warns(GridEdgeWarning, match=r"T = 2 \(score 0.1\), is at the grid's largest temperature"):
+        _grid_edge(np.array([1.0, 2.0]), np.array([0.5, 0.1]), 0.0, widen)
+    assert _grid_edge(np.array([1.0]), np.array([0.1]), 0.0, widen) is None
