@@ -718,3 +718,73 @@ def test_a_lock_that_cannot_open_the_file_again_after_a_stale_one_holds_nothing(
     assert len(calls) == 2 and lock.fd is None
     lock.check_in_place()
     lock.release(remove=True)
+
+
+# --------------------------------------------------------------- mutation sample C: behaviour the sample found untested
+
+def test_git_dirty_counts_changed_tracked_files_of_calib_not_untracked_ones(tmp_path, monkeypatch):
+    """In a checkout (here a repository made for the test, where git_dirty looks through the module's path): a new
+    untracked file under calib/ (a scratch file, a build product) does not make the library dirty; a change to a
+    tracked file does."""
+    repo = tmp_path / "repo"
+    (repo / "calib").mkdir(parents=True)
+    (repo / "calib" / "a.py").write_text("x = 1\n")
+
+    def git(*args):
+        done = subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                              capture_output=True, text=True, timeout=10)
+        assert done.returncode == 0, done.stderr
+
+    try:
+        git("init", "-q")
+    except (OSError, subprocess.SubprocessError):
+        pytest.skip("no git")
+    git("add", "calib/a.py")
+    git("commit", "-q", "-m", "one file")
+    monkeypatch.setattr(runs, "__file__", str(repo / "calib" / "runs.py"))
+    assert runs.git_dirty() is False
+    (repo / "calib" / "scratch.py").write_text("y = 2\n")
+    assert runs.git_dirty() is False
+    (repo / "calib" / "a.py").write_text("x = 2\n")
+    assert runs.git_dirty() is True
+
+
+def test_a_damaged_checkpoint_without_meta_json_advises_what_cannot_delete_another_run(tmp_path):
+    """A folder with only a damaged checkpoint.pt: whose run it was cannot be read, so the advice is to restore it or
+    choose another --out (restart_advice), not --restart, which would delete it."""
+    from calib.runs import RunFolder
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "checkpoint.pt").write_bytes(b"\x00damaged" * 20)
+    folder = RunFolder(out, TrainConfig(**TINY, device="cpu").resolved().identity())
+    with pytest.raises(CorruptRunError) as exc:
+        folder.check(True, "cpu")
+    message = str(exc.value)
+    assert "checkpoint.pt is corrupted or truncated" in message
+    assert message.endswith(f"{folder.restart_advice()[0].upper()}{folder.restart_advice()[1:]}.")
+    assert "Restore it, or choose another --out" in message
+
+
+def test_the_cpu_kernel_refusal_says_no_variable_set_for_a_run_begun_without_any(tmp_path, monkeypatch):
+    from calib._reproducible import cpu_kernel_setting
+    from calib.runs import RunFolder
+
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    now = cpu_kernel_setting()
+    folder = RunFolder(tmp_path / "run", TrainConfig(**TINY, device="cpu").resolved().identity())
+    unset = {name: None for name in now["variables"]}
+    with pytest.raises(RunConfigError, match=rf"begun with torch's CPU kernels on {now['capability']} \(no variable "
+                                             r"set\), and this process runs"):
+        folder.check_cpu_kernels({"device": "cpu", "cpu_capability": now["capability"], "cpu_kernels": unset}, "cpu")
+
+
+def test_the_lock_file_is_created_readable_by_all_and_writable_by_its_owner(tmp_path):
+    """.calib-train.lock is created with mode 0o644 (less the umask): others may read who holds it, not write."""
+    umask = os.umask(0o022)
+    try:
+        with runs.RunLock(tmp_path):
+            mode = (tmp_path / runs.RunLock.NAME).stat().st_mode & 0o777
+    finally:
+        os.umask(umask)
+    assert mode == 0o644
