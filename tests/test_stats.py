@@ -843,3 +843,71 @@ def test_paired_bootstrap_checks_its_probabilities_and_labels_as_the_metrics_do_
         paired_bootstrap(raw_nll, zero, pb, y, n_resamples=100)
     ok = paired_bootstrap(label_probability, pa, pb, y, n_resamples=100)
     assert ok.estimate == pytest.approx(label_probability(pa, y) - label_probability(pb, y), abs=1e-15)
+
+
+# --------------------------------------------------------------- mutation sample C: behaviour the sample found untested
+
+def test_sign_test_with_as_many_wins_as_losses_has_the_binomial_p_value():
+    """Two wins, two losses (and a tie, left out): the one-sided p-value is P(X >= 2) for X ~ Bin(4, 1/2) = 11/16, as
+    scipy's binomtest gives it; only no win and no loss at all gives p = 1 by convention."""
+    out = stats.sign_test([0.1, -0.2, 0.3, -0.1, 0.0])
+    assert (out.wins, out.losses, out.ties) == (2, 2, 1)
+    assert out.p_value == pytest.approx(11 / 16, rel=1e-12)
+    assert out.p_value == pytest.approx(scipy_stats.binomtest(2, 4, 0.5, "greater").pvalue, rel=1e-12)
+    assert stats.sign_test([0.0, 0.0]).p_value == 1.0
+
+
+def test_power_line_detects_at_its_level_and_power():
+    """power_line's detectable difference is detectable_difference at the line's level and power: the delta with
+    P(T > t_{(1+level)/2, n-1}) = power, T noncentral t (n - 1 df, noncentrality delta sqrt(n) / sd), solved here with
+    scipy's nct and brentq."""
+    from scipy.optimize import brentq
+
+    a = np.array([0.10, 0.13, 0.11, 0.16, 0.12])
+    b = a - np.array([0.01, -0.02, 0.015, 0.0, 0.005])
+    sd, n = float(np.std(a - b, ddof=1)), 5
+    for level, power in ((0.95, 0.8), (0.9, 0.9)):
+        line = stats.power_line(a, b, paper_effect=0.05, level=level, power=power)
+        critical = scipy_stats.t.ppf((1 + level) / 2, n - 1)
+        delta = brentq(lambda d: scipy_stats.nct.sf(critical, n - 1, d * np.sqrt(n) / sd) - power, 1e-9, 10 * sd,
+                       xtol=1e-15)
+        assert (line.level, line.power) == (level, power)
+        assert line.detectable == pytest.approx(delta, rel=1e-7)
+
+
+def test_seeds_needed_can_be_two():
+    """An effect 100 times the paired SD is detected by 2 seeds (the fewest a t-interval takes) with power ~1: the
+    power at n = 2, computed with scipy's nct, is above 0.8."""
+    critical = scipy_stats.t.ppf(0.975, 1)
+    assert scipy_stats.nct.sf(critical, 1, 100 * np.sqrt(2)) > 0.8
+    assert stats.seeds_needed(1.0, 100.0) == 2
+
+
+def test_kendall_tau_of_all_tied_values_counts_as_zero():
+    """A metric that gives every item the same value ties them all: Kendall's tau is undefined, counted as 0 (no
+    agreement), in the estimate, every resample and every leave-one-out tau."""
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 2, 50)
+    probs = {k: np.full((2, 50, 2), 0.5) for k in "abcd"}
+    out = stats.kendall_tau_bootstrap({"a": 0.1, "b": 0.2, "c": 0.3, "d": 0.4}, probs, labels,
+                                      lambda p, y: 0.25, n_resamples=100)
+    assert (out.tau, out.interval.low, out.interval.high) == (0.0, 0.0, 0.0)
+    assert out.leave_one_out == {"a": 0.0, "b": 0.0, "c": 0.0, "d": 0.0}
+
+
+def test_bootstrap_counts_default_to_seed_0():
+    """The default resamples are those of numpy's default_rng(0): draws of the n indices per resample, counted."""
+    draws = np.random.default_rng(0).integers(0, 10, size=(60, 10))
+    expected = np.array([np.bincount(row, minlength=10) for row in draws], dtype=np.float64)
+    np.testing.assert_array_equal(stats.bootstrap_counts(10, 60), expected)
+
+
+def test_seed_test_interval_says_paired_for_two_arms():
+    rng = np.random.default_rng(1)
+    labels = rng.integers(0, 3, 200)
+    arms = [[metrics.statistic(softmax(rng.normal(size=(200, 3)), axis=1), labels) for _ in range(3)]
+            for _ in range(2)]
+    one = stats.seed_test_interval(arms[0], n_resamples=100)
+    both = stats.seed_test_interval(arms[0], arms[1], n_resamples=100)
+    assert one.method == "t-interval over seeds and test samples (100 test-set resamples)"
+    assert both.method == "paired t-interval over seeds and test samples (100 test-set resamples)"
