@@ -370,7 +370,24 @@ def effective_inverse_temperature(s, gamma):
 
 
 def _min_beta(gammas: np.ndarray, s_max: float = 12.0, step: float = 0.005) -> np.ndarray:
-    """min over s > 0 of beta(s) for each gamma: a grid search refined by golden-section search."""
+    """min over s > 0 of beta(s) for each gamma: a grid search on [0, ``s_max``] refined by golden-section search.
+
+    A gamma whose grid minimum is the grid's last point is searched again on a grid twice as long, until its minimum
+    lies inside: the minimiser grows with gamma (s near 12.3 at gamma = 1e5, 14.6 at 1e6), and a search that stopped
+    at s = 12 returned beta(12), above the minimum, so T_high was not the tightest (gamma above about 8e4)."""
+    out = np.empty(gammas.shape, dtype=np.float64)
+    todo = np.arange(gammas.size)
+    while todo.size:
+        found, at_end = _min_beta_on(gammas[todo], s_max, step)
+        last = s_max >= 1536.0                  # s beyond 1536: exp(-s) is far below float64's resolution of beta
+        done = ~at_end | last
+        out[todo[done]] = found[done]
+        todo, s_max = todo[~done], 2.0 * s_max
+    return out
+
+
+def _min_beta_on(gammas: np.ndarray, s_max: float, step: float) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_min_beta` on the grid [0, ``s_max``] and, per gamma, whether the grid minimum is its last point."""
     s = np.arange(0.0, s_max + step / 2, step)
     beta = effective_inverse_temperature(s[None, :], gammas[:, None])
     i = np.argmin(beta, axis=1)
@@ -380,7 +397,7 @@ def _min_beta(gammas: np.ndarray, s_max: float = 12.0, step: float = 0.005) -> n
                                            iterations=60)
     # a grid minimum at s = 0 is the minimum (beta is even and smooth); refining there would only measure the
     # rounding of log f(s) / s, which grows like eps / s
-    return np.where(i == 0, beta[:, 0], np.minimum(np.minimum(fc, fd), beta.min(axis=1)))
+    return np.where(i == 0, beta[:, 0], np.minimum(np.minimum(fc, fd), beta.min(axis=1))), i == s.size - 1
 
 
 def ts_bounds(gamma, sharp: bool = False):

@@ -639,3 +639,19 @@ def test_ragged_or_missing_logits_are_refused_naming_logits():
         focal_map(None, 1.0)
     with pytest.raises(ValueError, match=r"^logits must be 2-D"):
         top_label_gain(np.zeros(3), 1.0)
+
+
+def test_the_sharp_upper_temperature_is_the_minimum_of_beta_for_gammas_whose_minimiser_lies_beyond_s_12():
+    """ts_bounds(sharp=True)'s 1/T_high is min over s of beta(s). Its search stopped at s = 12, but the minimiser
+    grows with gamma (s near 12.3 at gamma = 1e5, 14.6 at 1e6, 19.3 at 1e8), so it returned beta(12), above the
+    minimum (at gamma = 1e6: 1000000.20820 against 1000000.19321). Now a minimum at the grid's end extends the search;
+    the reference is scipy's bounded minimisation of beta on (0, 60)."""
+    from scipy.optimize import minimize_scalar
+
+    for gamma, where in ((1e5, 12.27), (1e6, 14.63), (1e8, 19.33)):
+        reference = minimize_scalar(lambda s: float(effective_inverse_temperature(s, gamma)), bounds=(1e-3, 60.0),
+                                    method="bounded", options={"xatol": 1e-10})
+        assert reference.x == pytest.approx(where, abs=0.01)
+        _, t_high = ts_bounds(gamma, sharp=True)
+        assert 1.0 / t_high == pytest.approx(reference.fun, rel=1e-14)
+        assert 1.0 / t_high < float(effective_inverse_temperature(12.0, gamma))
