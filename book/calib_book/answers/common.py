@@ -5,6 +5,7 @@ are the student's notebook's for them, and sympy imported on first use.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 __all__ = ["BENCHMARK_STORE", "BENCHMARK_MODEL", "benchmark_runs", "OneTorchThread", "as_in_the_notebook",
@@ -78,14 +79,10 @@ class _PinnedProcess:
     TimeoutError; a process that died is named with its log's end."""
 
     _current = None
-    _lock = None
+    _lock = threading.Lock()                       # one pinned process at a time, whichever thread asks first
 
     @classmethod
     def serving(cls, environ: dict) -> "_PinnedProcess":
-        import threading
-
-        if cls._lock is None:
-            cls._lock = threading.Lock()
         with cls._lock:
             current = cls._current
             if current is None or current.environ != environ or current.process.poll() is not None:
