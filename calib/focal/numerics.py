@@ -98,7 +98,7 @@ def as_probability(p, name: str) -> np.ndarray:
     arr = as_float_array(p, name)
     if arr.size and (arr.min() < 0 or arr.max() > 1):
         bad = arr[(arr < 0) | (arr > 1)].ravel()[0]
-        raise ValueError(f"{name} must lie in [0, 1]; found {bad!r}. Pass probabilities, e.g. a softmax output.")
+        raise ValueError(f"{name} must lie in [0, 1]; found {float(bad)!r}. Pass probabilities, e.g. a softmax output.")
     return arr
 
 

@@ -230,3 +230,13 @@ def test_solve_increasing_leaves_the_callers_start_array_unchanged():
     np.testing.assert_array_equal(x0, [1.0, 1.0])
     np.testing.assert_array_equal(lo, [0.0, 0.0])
     np.testing.assert_array_equal(hi, [4.0, 4.0])
+
+
+def test_a_probability_outside_zero_one_is_named_as_a_plain_number():
+    """The message shows the offending value as a number a reader can type ('1.5'), not numpy 2's repr
+    ('np.float64(1.5)'), and names the argument."""
+    from calib.focal import gradient_factor
+
+    with pytest.raises(ValueError) as info:
+        gradient_factor(np.array([0.2, 1.5]), 2.0)
+    assert "p must lie in [0, 1]; found 1.5." in str(info.value) and "np.float64" not in str(info.value)
