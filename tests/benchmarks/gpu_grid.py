@@ -486,6 +486,7 @@ def restore_carried(carried: Path, store: Path) -> int:
 
 
 def run(args) -> int:
+    import numpy
     import torch
 
     began = time.time()
@@ -497,8 +498,8 @@ def run(args) -> int:
     store = Path(args.store) if args.store else STORE
     stages = [s for s in args.stages.split(",") if s]
     device_name = torch.cuda.get_device_name(0) if cuda else "cpu"
-    log(f"{device_name}, torch {torch.__version__}, CUDA {torch.version.cuda}; budget {args.budget_s:.0f} s; "
-        f"store {store}; stages {', '.join(stages)}")
+    log(f"{device_name}, torch {torch.__version__}, CUDA {torch.version.cuda}, numpy {numpy.__version__}; "
+        f"budget {args.budget_s:.0f} s; store {store}; stages {', '.join(stages)}")
     carried = Path(args.carried) if args.carried else (CARRY / "stored" if not args.store else None)
     if carried is not None and carried.is_dir():
         log(f"{restore_carried(carried, store)} stored run(s) carried in from {carried}")

@@ -31,7 +31,8 @@ fi
 mkdir -p "$OUT"
 {
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv
-  $PY -c "import torch, numpy; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'numpy', numpy.__version__)"
+  # the installed versions without importing torch (seconds of CPU): the run's first line below names torch's CUDA
+  $PY -c "from importlib.metadata import version as v; print('torch', v('torch'), 'numpy', v('numpy'))"
   echo "cpus $(nproc); CALIB_DATA=${CALIB_DATA:-unset}; commit ${CALIB_GIT_COMMIT:-from git}"
 } 2>&1 | tee "$OUT/log.txt"
 # the budget inside (--budget-s, default 520 s) starts no run it cannot finish; this is the backstop

@@ -184,12 +184,17 @@ def _child(plan_path: str, index: int) -> None:
             sync()
             results.append({"window": w_index, "images": images, "steps": steps,
                             "seconds": time.perf_counter() - began})
+    if index == 0:                        # what the table names; the launcher itself imports no torch (seconds of CPU)
+        device_name = torch.cuda.get_device_name(0) if device_type == "cuda" else "cpu"
+        (folder / "torch.json").write_text(json.dumps({"torch": torch.__version__, "cuda": torch.version.cuda,
+                                                       "device_name": device_name}))
     (folder / f"result-{index}.json").write_text(json.dumps(results))
 
 
 def _launch(plan: dict, n_procs: int, timeout: float) -> list:
     """Run ``n_procs`` measuring processes on ``plan``; the windows' summed images/s, in plan order (None for a
-    window whose loop failed in a process, with the error in ``errors``), and the errors by window."""
+    window whose loop failed in a process, with the error in ``errors``), the errors by window, and torch's version,
+    its CUDA's and the device's name as the first process saw them."""
     with tempfile.TemporaryDirectory(prefix="gpu-throughput-") as tmp:
         folder = Path(tmp)
         (folder / "plan.json").write_text(json.dumps(plan))
@@ -220,7 +225,8 @@ def _launch(plan: dict, n_procs: int, timeout: float) -> list:
                     errors[r["window"]] = r["error"]
                 else:
                     rates[r["window"]] += r["images"] / r["seconds"] if r["seconds"] > 0 else 0.0
-        return [None if w in errors else rate for w, rate in enumerate(rates)], errors
+        torch_info = json.loads((folder / "torch.json").read_text())
+        return [None if w in errors else rate for w, rate in enumerate(rates)], errors, torch_info
 
 
 def measure(device: str = "cuda", model: str = "resnet20", batch_size: int = 128, data: str = "fashion-mnist-32",
@@ -228,9 +234,8 @@ def measure(device: str = "cuda", model: str = "resnet20", batch_size: int = 128
             train_subset: int | None = None, loader_workers: int = 4, timeout: float = 180.0,
             threads: int | None = None) -> dict:
     """The throughput table (see the module docstring) and the choice of k; ``train_subset`` keeps the first n
-    training images and ``threads`` sets each process's threads (the CPU dry run)."""
-    import torch
-
+    training images and ``threads`` sets each process's threads (the CPU dry run). Only the measuring processes
+    import torch."""
     cpus = os.cpu_count() or 1
     base = {"device": device, "model": model, "batch_size": batch_size, "data": data, "window_s": window_s,
             "gap_s": 0.3, "max_steps": max_steps, "warmup_steps": warmup_steps, "train_subset": train_subset,
@@ -246,7 +251,7 @@ def measure(device: str = "cuda", model: str = "resnet20", batch_size: int = 128
     windows = alone + together
     began = time.perf_counter()
     # one launch: the first process measures the windows of one run alone while the others wait, then all of them
-    rates, errors = _launch({**base, "windows": windows}, max([1, *ks]), timeout)
+    rates, errors, torch_info = _launch({**base, "windows": windows}, max([1, *ks]), timeout)
     reference = rates[0]
     rows = [{"loop": w["loop"], "precision": "bf16" if w["amp"] else "fp32", "runs": w["procs"],
              "images_per_s": None if r is None else round(r, 1),
@@ -258,8 +263,8 @@ def measure(device: str = "cuda", model: str = "resnet20", batch_size: int = 128
     for k in [1, *ks]:
         if calib_rows.get((k, "bf16"), 0) >= (1 + K_GAIN) * calib_rows.get((best_k, "bf16"), 0):
             best_k = k
-    device_name = torch.cuda.get_device_name(0) if device.startswith("cuda") else "cpu"
-    return {"device": device, "device_name": device_name, "torch": torch.__version__, "cuda": torch.version.cuda,
+    return {"device": device, "device_name": torch_info["device_name"], "torch": torch_info["torch"],
+            "cuda": torch_info["cuda"],
             "model": model, "batch_size": batch_size, "data": data, "augment": "crop-flip", "window_s": window_s,
             "rows": rows, "k": best_k,
             "bf16_helps": calib_rows.get((best_k, "bf16"), 0) >= calib_rows.get((best_k, "fp32"), 0),
