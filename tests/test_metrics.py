@@ -936,6 +936,37 @@ def test_equal_mass_ece_rows_is_adaptive_ece_of_each_row():
         metrics.equal_mass_ece_rows(conf[0], correct)
 
 
+@pytest.mark.parametrize("n_bins", [1, 7, 15, 40])
+def test_equal_width_ece_rows_is_top_label_ece_of_each_row_bit_for_bit(n_bins, monkeypatch):
+    """One bincount for all rows gives each row's top_label_ece to the bit: confidences exactly on the edges i / M,
+    0 and 1, ties, rows with empty bins in different places (the sum over the full bins groups its terms as the
+    one-row sum does), outcomes per row or shared, and rows split over blocks (BLOCK_ELEMENTS shrunk)."""
+    rng = np.random.default_rng(n_bins)
+    g, n = 23, 301
+    conf = rng.uniform(size=(g, n)) ** rng.uniform(0.05, 3.0, size=(g, 1))   # rows from flat to crowded near 1
+    on_edge = rng.random((g, n)) < 0.25
+    conf[on_edge] = rng.integers(0, n_bins + 1, size=int(on_edge.sum())) / n_bins
+    conf[3] = np.round(conf[3], 1)                       # ties
+    conf[4] = 1.0
+    conf[5, :150] = 0.0
+    correct = rng.random((g, n)) < 0.7
+    shared = correct[0]
+    for block in (metrics._binning.BLOCK_ELEMENTS, 2 * n + 5, 1):
+        monkeypatch.setattr(metrics._binning, "BLOCK_ELEMENTS", block)
+        rows = metrics.equal_width_ece_rows(conf, correct, n_bins=n_bins)
+        assert np.array_equal(rows, [metrics.top_label_ece(conf[i], correct[i], n_bins) for i in range(g)])
+        rows = metrics.equal_width_ece_rows(conf, shared, n_bins=n_bins)
+        assert np.array_equal(rows, [metrics.top_label_ece(conf[i], shared, n_bins) for i in range(g)])
+    with pytest.raises(ValueError, match="^correct must have shape"):
+        metrics.equal_width_ece_rows(conf, shared[:-1])
+    with pytest.raises(ValueError, match="^conf"):
+        metrics.equal_width_ece_rows(conf[0], shared)
+    with pytest.raises(ValueError, match="^conf must be a non-empty"):
+        metrics.equal_width_ece_rows(conf + 1.0, correct)
+    with pytest.raises(ValueError, match="n_bins"):
+        metrics.equal_width_ece_rows(conf, correct, n_bins=0)
+
+
 def test_one_rule_for_the_number_of_threads(monkeypatch):
     monkeypatch.setattr(_validate.os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
     assert _validate.n_threads(10) == 1                        # small work: no threads

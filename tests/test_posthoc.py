@@ -553,6 +553,69 @@ def test_ece_grid_scores_equal_the_probabilities_path_bit_for_bit():
     assert t == MUKHOTI_GRID[int(np.argmin(brute))]
 
 
+def _edge_logit_gap(edge: float, t: float) -> float:
+    """A gap d with top-label confidence 1 / (1 + exp(-d / t)) of the logits (d, 0) exactly ``edge`` (a float64 edge
+    i / M; found by stepping d by ulps from the real solution)."""
+    d = t * np.log(edge / (1 - edge))
+    for _ in range(10_000):
+        if 1.0 / (1.0 + np.exp(0.0 / t - d / t)) == edge:
+            return d
+        d = np.nextafter(d, np.inf if 1.0 / (1.0 + np.exp(-d / t)) < edge else -np.inf)
+    raise AssertionError(f"no gap gives the edge {edge}")
+
+
+@pytest.mark.parametrize("k", [3, 12, 70])
+def test_batched_ece_grid_scores_equal_ece_of_softmax_per_temperature_exactly(k):
+    """The grid's scores (class-by-class row sums, all temperatures' ECEs in one bincount) are, to the bit,
+    metrics.ece(softmax(z / t), y) at each t, on logits with exact ties, confidences exactly on the edges i / 15
+    (three tied top logits: 1/3 = 5/15 on the tied rows' path; constructed gaps: 14/15 and 8/15 at t = 1 on the fast
+    path; saturated rows: 1), a near-tied row, float32 input, and K below 8, up to 64 and beyond (numpy's row sums);
+    with sample weights, the weighted ECE of the same probabilities at each t."""
+    from calib.posthoc._common import weighted_top_label_ece
+
+    rng = np.random.default_rng(k)
+    z, y = calibrated_logits(600, k=k, seed=k)
+    z[:40, :3] = z[:40].max(axis=1, keepdims=True) + 2.0     # three-way exact ties, the rest far below:
+    z[:40, 3:] = -2000.0                                   # confidence 1/3, the edge 5/15, at every t
+    z[40:60] = -2000.0                                     # one logit alone: confidence 1.0
+    z[40:60, 1] = 5.0
+    for row, edge in ((60, 14 / 15), (61, 8 / 15)):        # confidence exactly on an edge at t = 1
+        z[row] = -2000.0
+        z[row, 0], z[row, 1] = _edge_logit_gap(edge, 1.0), 0.0
+    z[62, 0] = z[62].max() + 1.0
+    z[62, 1] = np.nextafter(z[62, 0], np.inf)              # near tie: the larger by one ulp
+    y[:20], y[62] = 1, 0
+    grid = np.round(np.arange(50, 501, 10) * 0.01, 2)     # 0.50, 0.60, ..., 5.00 (and t = 1)
+    w = rng.uniform(0.5, 2.0, size=600)
+    w[rng.random(600) < 0.1] = 0.0                         # rows of weight 0 are left out
+    for logits in (z, z.astype(np.float32)):
+        z64 = logits.astype(np.float64)
+        probs = [softmax(z64 / t, axis=1) for t in grid]
+        assert sum(int((p.max(axis=1) == edge).sum()) for p in probs for edge in (1 / 3, 14 / 15, 8 / 15, 1.0)) > 100
+        brute = np.array([metrics.ece(p, y) for p in probs])
+        with warnings_recorded():
+            np.testing.assert_array_equal(fit_temperature_grid(logits, y, grid=grid)[1], brute)
+            fitted = TemperatureScaling("ece", grid=grid).fit(logits, y, sample_weight=w)
+        keep = w > 0
+        weighted = [weighted_top_label_ece(p[keep].max(axis=1), p[keep].argmax(axis=1) == y[keep], w[keep], 15)
+                    for p in probs]
+        np.testing.assert_array_equal(fitted.grid_scores_, weighted)
+
+
+def test_class_by_class_row_sums_are_numpys_row_sums():
+    """The grid's row sums of exp (K - 1 additions of rows) are numpy's pairwise sums of each row of K, to the bit,
+    for every K up to 300 (fewer than 8 terms, 8 partial sums, the split beyond 128), on terms spanning 30 decades."""
+    from calib.posthoc.temperature import _pairwise_sum_matches_numpy, _pairwise_sum_rows
+
+    rng = np.random.default_rng(3)
+    for k in range(1, 301):
+        x = rng.standard_exponential((3, 41, k)) * 10.0 ** rng.uniform(-15, 15, size=(3, 41, k))
+        expected = x.sum(axis=2)
+        assert np.array_equal(_pairwise_sum_rows(np.ascontiguousarray(x.transpose(0, 2, 1))), expected), k
+        assert np.array_equal(_pairwise_sum_rows(np.ascontiguousarray(x[0].T)), expected[0]), k
+        assert _pairwise_sum_matches_numpy(k)
+
+
 def test_nll_fit_on_float32_equals_the_float64_fit():
     z, y = calibrated_logits(3000, seed=15)
     z32 = z.astype(np.float32)

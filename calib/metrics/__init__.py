@@ -27,11 +27,12 @@ from __future__ import annotations
 
 # Importable from here though not in __all__ (``name as name`` marks a re-export): the binning options of
 # calib.metrics._binning, which is private (calib.simulate checks its arguments against them), and the batched
-# equal-mass ECE that focal temperature scaling calls.
+# equal-mass and equal-width ECEs that focal temperature scaling and temperature scaling's grid call.
 from calib.metrics._binning import BINNINGS as BINNINGS
 from calib.metrics._binning import ESTIMATORS as ESTIMATORS
 from calib.metrics._binning import NORMS as NORMS
 from calib.metrics.binned import equal_mass_ece_rows as equal_mass_ece_rows
+from calib.metrics.binned import equal_width_ece_rows as equal_width_ece_rows
 from calib.metrics.binned import (Reliability, adaptive_ece, adaptive_ece_torrvision, classwise_ece, ece, mce,
                                   reliability, top_label_bins, top_label_ece, top_label_outcomes)
 from calib.metrics.registry import REGISTRY, MetricSpec, get_metric, metric_names

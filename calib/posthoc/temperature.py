@@ -5,6 +5,7 @@ logits in row blocks. Estimator protocol and array policy as stated in :mod:`cal
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -14,7 +15,7 @@ from scipy.special import softmax
 from calib import metrics
 from calib._validate import as_logits_labels, check_choice, check_int, check_positive, n_threads
 from calib.posthoc._common import (Estimator, as_grid, checked_sample_weight, constant_logits_error, deprecated_alias,
-                                   sampling_noise, scaled_softmax, weighted_top_label_ece)
+                                   sampling_noise, scaled_softmax, weighted_top_label_ece_rows)
 from calib.posthoc.grid import SearchBoundWarning, grid_edge
 
 __all__ = ["MUKHOTI_GRID", "FINE_GRID", "T_RANGE", "fit_temperature_nll", "fit_temperature_grid", "TemperatureScaling",
@@ -153,6 +154,52 @@ def _fit_temperature_nll(data: _RowBlocks) -> float:
     return float(np.exp(-log_beta))
 
 
+#: Up to this many classes, the ECE grid computes each temperature's row sums class by class
+#: (:func:`_pairwise_sum_rows`); beyond it, numpy's sum along the rows is as fast.
+_BY_CLASS_MAX_K = 64
+
+
+def _pairwise_sum_rows(x: np.ndarray) -> np.ndarray:
+    """The sums over the second-to-last axis of x (..., K, n) >= 0 as numpy sums the rows of the C-ordered (n, K)
+    arrays ``x[...].T``, bit for bit (what ``softmax(..., axis=1)`` does), in K - 1 additions of (..., n) arrays (fast
+    for small K and long n).
+
+    numpy sums a row of K contiguous floats pairwise (``pairwise_sum`` in its ``loops_utils.h``): fewer than 8 terms
+    one by one; up to 128, eight interleaved partial sums ``r_j = x_j + x_{j+8} + ...``, combined as
+    ``((r_0 + r_1) + (r_2 + r_3)) + ((r_4 + r_5) + (r_6 + r_7))``, then the remaining terms one by one; beyond,
+    the two halves, split at a multiple of 8. This does the same additions on whole arrays
+    (:func:`_pairwise_sum_matches_numpy` checks it against the numpy at hand). Cost: about K n additions.
+    """
+    k = x.shape[-2]
+    if k < 8:
+        res = x[..., 0, :].copy()
+        for j in range(1, k):
+            res += x[..., j, :]
+        return res
+    if k > 128:
+        half = k // 2 - (k // 2) % 8
+        return _pairwise_sum_rows(x[..., :half, :]) + _pairwise_sum_rows(x[..., half:, :])
+    r = x[..., :8, :]
+    end = k - k % 8
+    if end > 8:
+        r = r.copy()
+        for i in range(8, end, 8):
+            r += x[..., i:i + 8, :]
+    pairs = r[..., 0::2, :] + r[..., 1::2, :]          # r0 + r1, r2 + r3, r4 + r5, r6 + r7
+    res = (pairs[..., 0, :] + pairs[..., 1, :]) + (pairs[..., 2, :] + pairs[..., 3, :])
+    for j in range(end, k):
+        res += x[..., j, :]
+    return res
+
+
+@functools.lru_cache(maxsize=None)
+def _pairwise_sum_matches_numpy(k: int) -> bool:
+    """Whether :func:`_pairwise_sum_rows` gives numpy's row sums for K = ``k`` on a probe whose terms span 16 decades
+    (a numpy that summed in another order would differ there); the grid then falls back to numpy's sum."""
+    probe = np.random.default_rng(k).standard_exponential((2, k, 128)) * 10.0 ** np.linspace(-8, 8, k)[:, None]
+    return bool(np.array_equal(_pairwise_sum_rows(probe), np.ascontiguousarray(probe.transpose(0, 2, 1)).sum(axis=2)))
+
+
 def _grid_ece_scores(data: _RowBlocks, grid: np.ndarray, n_bins: int) -> np.ndarray:
     """The 15-bin (``n_bins``) equal-width ECE of ``softmax(z / t)`` for every t of ``grid``, without (N, K) arrays.
 
@@ -167,15 +214,27 @@ def _grid_ece_scores(data: _RowBlocks, grid: np.ndarray, n_bins: int) -> np.ndar
     conf = np.empty((len(grid), data.n))
     tied = data.z_max - data.z_second <= 1e-13 * (np.abs(data.z_max) + float(grid.max()))
     correct = np.broadcast_to(data.top == data.y, (len(grid), data.n)).copy()
+    by_class = data.k <= _BY_CLASS_MAX_K and _pairwise_sum_matches_numpy(data.k)
 
     def rows(lo, hi, zb):
-        z_max = data.z_max[lo:hi, None]
-        x = np.empty_like(zb)
-        for i, t in enumerate(grid):
-            np.divide(zb, t, out=x)
-            x -= z_max / t                             # the row maximum of x, exactly
+        if not by_class:
+            z_max = data.z_max[lo:hi, None]
+            x = np.empty_like(zb)
+            for i, t in enumerate(grid):
+                np.divide(zb, t, out=x)
+                x -= z_max / t                         # the row maximum of x, exactly
+                np.exp(x, out=x)
+                conf[i, lo:hi] = 1.0 / x.sum(axis=1)
+            return
+        # (K, n), for a few temperatures at once: (c, K, n); the rows' sums are K - 1 additions of (c, n) arrays
+        zb, z_max = np.ascontiguousarray(zb.T), data.z_max[lo:hi]
+        step = max(1, _FIT_BLOCK_ELEMENTS // zb.size)
+        for i in range(0, len(grid), step):
+            t = grid[i:i + step, None]
+            x = np.divide(zb, t[:, :, None])
+            x -= (z_max / t)[:, None, :]               # the row maximum of x, exactly
             np.exp(x, out=x)
-            conf[i, lo:hi] = 1.0 / x.sum(axis=1)
+            conf[i:i + step, lo:hi] = 1.0 / _pairwise_sum_rows(x)
 
     data.map(rows)
     for r in np.flatnonzero(tied):                     # rare: recompute as metrics.ece sees softmax(z / t)
@@ -185,9 +244,8 @@ def _grid_ece_scores(data: _RowBlocks, grid: np.ndarray, n_bins: int) -> np.ndar
             j = int(p.argmax())
             conf[i, r], correct[i, r] = p[j], j == data.y[r]
     if data.w is not None:
-        return np.array([weighted_top_label_ece(conf[i], correct[i], data.w, n_bins) for i in range(len(grid))])
-    return np.array([metrics.top_label_ece(conf[i], correct[i], n_bins=n_bins, check=False)
-                     for i in range(len(grid))])
+        return weighted_top_label_ece_rows(conf, correct, data.w, n_bins)
+    return metrics.equal_width_ece_rows(conf, correct, n_bins=n_bins, check=False)
 
 
 
