@@ -616,6 +616,24 @@ def test_class_by_class_row_sums_are_numpys_row_sums():
         assert _pairwise_sum_matches_numpy(k)
 
 
+def test_nll_slope_is_that_of_scipys_softmax_bit_for_bit():
+    """The NLL fit's slope E_p[z] - z_y, with p formed in place and the row maximum taken as beta * max z, equals the
+    slope from scipy's softmax(beta * z) to the bit (so Brent's method takes the same steps), for float32 and float64
+    logits, with and without sample weights, at the bracket's ends and between."""
+    from calib.posthoc.temperature import _nll_slope, _RowBlocks
+
+    z, y = calibrated_logits(2000, k=9, seed=31)
+    z[:10, :2] = z[:10].max(axis=1, keepdims=True) + 1.0                 # exact ties for the top class
+    w = np.random.default_rng(31).uniform(0.5, 2.0, size=2000)
+    for logits, weight in ((z, None), (z.astype(np.float32), None), (z, w)):
+        data = _RowBlocks(logits, y, weight)
+        z64 = logits.astype(np.float64)
+        for beta in (1e-4, 0.37, 1.0, 2.9, 1e4):
+            expected = np.einsum("nk,nk->n", softmax(z64 * beta, axis=1), z64) - z64[np.arange(2000), y]
+            reference = np.mean(expected) if weight is None else np.dot(weight, expected) / weight.sum()
+            assert _nll_slope(data, beta) == float(reference), beta
+
+
 def test_nll_fit_on_float32_equals_the_float64_fit():
     z, y = calibrated_logits(3000, seed=15)
     z32 = z.astype(np.float32)
