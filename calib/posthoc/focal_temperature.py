@@ -92,7 +92,7 @@ def _fts_block(data: _FTSData, lo: int, hi: int, beta: float, gammas: np.ndarray
     temperature whose gammas are all 0 computes nothing else. The non-top classes (q_j <= 1/2) are summed in
     linear space, ``S = sum_{j != top} w_j``, into ``total[:, lo:hi]``; the top class, whose q can round to 1, is
     kept in log space (log(1 - q_top) is the log-sum-exp of the others), as in focal_map, through the per-row
-    terms stored in ``row`` (see :func:`_fts_top_and_label`; those of every row at once by :func:`_fts_row_terms`).
+    terms stored in ``row`` (see :func:`_fts_top_confidence`; those of every row at once by :func:`_fts_row_terms`).
     Called under ``np.errstate`` that ignores overflow, division by zero and invalid values.
     """
     n_rows = hi - lo
@@ -207,9 +207,8 @@ def _fts_log_rest_exact(data: _FTSData, rows: np.ndarray, beta: float, gammas: n
     return np.where(np.isneginf(top), -np.inf, out)
 
 
-def _fts_top_and_label(data: _FTSData, row: _RowTerms, log_total: np.ndarray, gammas: np.ndarray):
-    """From log S, S = sum of the non-top weights (G, N): the top-label confidence and the label's
-    log-probability."""
+def _fts_log_top_weight(row: _RowTerms, gammas: np.ndarray) -> np.ndarray:
+    """log w_top (G, N), the top class's weight in the focal map's sum (its log-space form, :func:`_fts_block`)."""
     gam = gammas[:, None]
     with np.errstate(divide="ignore", invalid="ignore"):   # gamma = -1 and r_top = 1: replaced just below
         log1p_gr_top = np.log1p(gam * row.r_top)
@@ -217,12 +216,26 @@ def _fts_top_and_label(data: _FTSData, row: _RowTerms, log_total: np.ndarray, ga
     if negative.any():                                 # 1 + gamma r_top -> 1 + gamma as q_top -> 1: no cancellation
         log_1mr = log_one_minus_r(row.ratio, row.log_ratio)
         log1p_gr_top[negative] = log1p_gamma_r_negative(gam[negative], log_1mr[None, :])
-    log_w_top = -row.lse - gam * row.log_1mq_top - log1p_gr_top
+    return -row.lse - gam * row.log_1mq_top - log1p_gr_top
+
+
+def _fts_top_confidence(row: _RowTerms, log_total: np.ndarray, gammas: np.ndarray) -> np.ndarray:
+    """From log S, S = sum of the non-top weights (G, N): the top-label confidence ``w_top / (w_top + S)``, all that
+    the ECE objective reads (the label's terms of :func:`_fts_label_log_probability` are left out: they took about a
+    quarter of a temperature's time)."""
+    gap = log_total - _fts_log_top_weight(row, gammas)   # log(S / w_top); -inf when every other class underflows
+    return expit(-gap)
+
+
+def _fts_label_log_probability(data: _FTSData, row: _RowTerms, log_total: np.ndarray,
+                               gammas: np.ndarray) -> np.ndarray:
+    """From log S, S = sum of the non-top weights (G, N): the label's log-probability, all that the NLL objective
+    reads."""
+    gam = gammas[:, None]
+    log_w_top = _fts_log_top_weight(row, gammas)
     gap = log_total - log_w_top                        # log(S / w_top); -inf when every other class underflows
-    conf = expit(-gap)
     log_w_y = np.where(data.correct, log_w_top, row.log_q_y - gam * row.log_1mq_y - np.log1p(gam * row.r_y))
-    log_py = log_w_y - log_w_top - np.logaddexp(0.0, gap)    # log w_y - log(w_top + S)
-    return conf, log_py
+    return log_w_y - log_w_top - np.logaddexp(0.0, gap)    # log w_y - log(w_top + S)
 
 
 def _fts_scores_one_temperature(data: _FTSData, temperature: float, gammas: np.ndarray, objective: str,
@@ -243,13 +256,12 @@ def _fts_scores_one_temperature(data: _FTSData, temperature: float, gammas: np.n
     if redo.any():
         g_idx, n_idx = np.nonzero(redo)
         log_total[g_idx, n_idx] = _fts_log_rest_exact(data, n_idx, beta, gammas[g_idx], row.lse[n_idx])
-    conf, log_py = _fts_top_and_label(data, row, log_total, gammas)
+    if objective == "nll":                             # the label's log-probabilities, (G, N)
+        log_py = _fts_label_log_probability(data, row, log_total, gammas)
+        return -(log_py @ data.w) / data.total if data.w is not None else -log_py.mean(axis=1)
+    conf = _fts_top_confidence(row, log_total, gammas)
     if data.w is not None:                             # frequency weights (FocalTemperatureScaling's docstring)
-        if objective == "nll":
-            return -(log_py @ data.w) / data.total
         return weighted_equal_mass_ece_rows(conf, data.correct, data.w, n_bins)
-    if objective == "nll":
-        return -log_py.mean(axis=1)
     return metrics.equal_mass_ece_rows(conf, data.correct, n_bins, check=False)   # checked by the caller
 
 
