@@ -126,10 +126,12 @@ def equal_width_ece_rows(conf, correct, n_bins: int = 15, check: bool = True) ->
         idx = uniform_bin(x, n_bins, edges)
         idx.reshape(rows, n)[:] += (np.arange(rows) * n_bins)[:, None]  # row r's bins are r M .. r M + M - 1
         size = rows * n_bins
-        counts = np.bincount(idx, minlength=size).reshape(rows, n_bins)
         conf_sum = np.bincount(idx, weights=x, minlength=size).reshape(rows, n_bins)
-        hits = np.bincount(idx[np.ascontiguousarray(correct[lo:lo + step]).ravel()], minlength=size)
-        out[lo:lo + rows] = _sum_full_bins(np.abs(hits.reshape(rows, n_bins) - conf_sum), counts > 0) / n
+        idx <<= 1                                       # (bin, outcome) pairs: the misses and the hits of each bin
+        idx |= np.ascontiguousarray(correct[lo:lo + step]).ravel()
+        pairs = np.bincount(idx, minlength=2 * size).reshape(rows, n_bins, 2)
+        hits, counts = pairs[:, :, 1], pairs.sum(axis=2)
+        out[lo:lo + rows] = _sum_full_bins(np.abs(hits - conf_sum), counts > 0) / n
     return out
 
 

@@ -222,7 +222,9 @@ def _grid_ece_scores(data: _RowBlocks, grid: np.ndarray, n_bins: int) -> np.ndar
     """
     conf = np.empty((len(grid), data.n))
     tied = data.z_max - data.z_second <= 1e-13 * (np.abs(data.z_max) + float(grid.max()))
-    correct = np.broadcast_to(data.top == data.y, (len(grid), data.n)).copy()
+    correct = np.broadcast_to(data.top == data.y, (len(grid), data.n))   # a view; copied where rows are redone
+    if tied.any():
+        correct = correct.copy()
     by_class = data.k <= _BY_CLASS_MAX_K and _pairwise_sum_matches_numpy(data.k)
 
     def rows(lo, hi, zb):
