@@ -600,6 +600,14 @@ def test_batched_ece_grid_scores_equal_ece_of_softmax_per_temperature_exactly(k)
         weighted = [weighted_top_label_ece(p[keep].max(axis=1), p[keep].argmax(axis=1) == y[keep], w[keep], 15)
                     for p in probs]
         np.testing.assert_array_equal(fitted.grid_scores_, weighted)
+    z, y = calibrated_logits(500, k=k, seed=k + 1)         # no near ties: the outcomes stay one shared row
+    probs = [softmax(z / t, axis=1) for t in grid]
+    with warnings_recorded():
+        np.testing.assert_array_equal(fit_temperature_grid(z, y, grid=grid)[1], [metrics.ece(p, y) for p in probs])
+        fitted = TemperatureScaling("ece", grid=grid).fit(z, y, sample_weight=w[:500])
+    keep = w[:500] > 0
+    np.testing.assert_array_equal(fitted.grid_scores_, [weighted_top_label_ece(
+        p[keep].max(axis=1), p[keep].argmax(axis=1) == y[keep], w[:500][keep], 15) for p in probs])
 
 
 def test_class_by_class_row_sums_are_numpys_row_sums():

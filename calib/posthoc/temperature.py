@@ -219,6 +219,16 @@ def _grid_ece_scores(data: _RowBlocks, grid: np.ndarray, n_bins: int) -> np.ndar
     far wider than the rounding needs) are redone with the whole row. The scores equal, bit for bit,
     ``metrics.ece(softmax(z / t), y, n_bins)`` (the tests check it). With sample weights, each is the weighted ECE
     (:func:`~calib.posthoc._common.weighted_top_label_ece`).
+
+    Up to :data:`_BY_CLASS_MAX_K` classes, a row block is laid out class by class, (K, n), and a few temperatures
+    are done at once, (c, K, n), so that ``sum(e)`` is numpy's pairwise row sum done as K - 1 additions of whole
+    arrays (:func:`_pairwise_sum_rows`) rather than a reduction along rows of K. The ECEs of all temperatures come
+    from one ``np.bincount`` over ``t M + bin`` (:func:`calib.metrics.equal_width_ece_rows
+    <calib.metrics.binned.equal_width_ece_rows>`, :func:`~calib.posthoc._common.weighted_top_label_ece_rows`), not
+    one call per temperature. Cost: about five passes over the N K logits per temperature (divide, subtract, exp,
+    sum), a few over the N confidences, and the near-tied rows' G scipy softmaxes each; chapter 08's 451
+    temperatures on 1000 x 10 logits take about 20-40 ms on one shared core, 1.5-1.9 times less than with one ECE
+    call per temperature (``tests/benchmarks/temperature_grid_ece.py``).
     """
     conf = np.empty((len(grid), data.n))
     tied = data.z_max - data.z_second <= 1e-13 * (np.abs(data.z_max) + float(grid.max()))
