@@ -450,10 +450,11 @@ class StoredRun:
     path: Path
     meta: dict
 
-    def logits(self) -> dict:
+    def logits(self, splits: tuple = ("val", "test")) -> dict:
         """``val_logits``, ``val_labels``, ``test_logits``, ``test_labels`` (float32 logits, int64 labels), read
-        without pickles and checked (:func:`calib.runs.read_logits`)."""
-        return run_files.read_logits(self.path / run_files.LOGITS)
+        without pickles and checked (:func:`calib.runs.read_logits`); ``splits=("test",)`` reads the test arrays
+        only."""
+        return run_files.read_logits(self.path / run_files.LOGITS, splits=splits)
 
     @property
     def config(self) -> TrainConfig:
@@ -955,6 +956,7 @@ class GridStatistics:
     """
 
     _test: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]
+    _outcomes: dict[tuple[str, int, str], np.ndarray]
     _stats: dict[tuple[str, int, str, str], _RememberedStatistic]
     _counts: np.ndarray | None
     _seen: np.ndarray | None
@@ -971,7 +973,7 @@ class GridStatistics:
         self._rows: dict[tuple[str, int, str], list[dict]] = {}   # the evaluation's rows by run and map
         for r in rows:
             self._rows.setdefault((r["loss"], r["seed"], r["map"]), []).append(r)
-        self._test, self._stats = {}, {}
+        self._test, self._stats, self._outcomes = {}, {}, {}
         self._counts = self._seen = None
 
     def seeds(self, loss: str) -> list:
@@ -989,7 +991,7 @@ class GridStatistics:
             raise ValueError(f"no stored run of loss {loss!r} with seed {seed!r}; its seeds are {self.seeds(loss)}.")
         run = self._runs[(loss, seed)]
         if (loss, seed) not in self._test:
-            arrays = run.logits()
+            arrays = run.logits(splits=("test",))
             self._test[(loss, seed)] = (arrays["test_logits"], arrays["test_labels"])
         logits, labels = self._test[(loss, seed)]
         fitted = (FittedMap("none", {}) if map == "none" else
@@ -1001,22 +1003,32 @@ class GridStatistics:
         ``metric`` is a name of :func:`calib.metrics.statistic` or :data:`CONFIDENCE_GAP`."""
         key = (loss, seed, map, metric)
         if key not in self._stats:
-            probs, labels = self.probabilities(loss, seed, map)
             base: object
-            if metric == CONFIDENCE_GAP:
-                from calib.stats import AdditiveStatistic
+            if metric == CONFIDENCE_GAP or metric in _EQUAL_MASS or metric in metrics.TOP_LABEL_METRICS:
+                outcomes = self._top_label_outcomes(loss, seed, map)
+                if metric == CONFIDENCE_GAP:
+                    from calib.stats import AdditiveStatistic
 
-                outcomes = metrics.top_label_outcomes(probs, labels)
-                base = AdditiveStatistic((outcomes[:, 0] - outcomes[:, 1])[:, None], _mean_of_sums)
-            elif metric in _EQUAL_MASS:              # every resample at once (calib.metrics recomputes each)
-                outcomes = metrics.top_label_outcomes(probs, labels)
-                base = _EqualMassECE(outcomes[:, 0], outcomes[:, 1] > 0, self._n_bins, _EQUAL_MASS[metric])
-            elif metric == "classwise_ece":          # sums over the samples per (class, bin): one sparse product
-                base = _ClasswiseECE(probs, labels, self._n_bins)
+                    base = AdditiveStatistic((outcomes[:, 0] - outcomes[:, 1])[:, None], _mean_of_sums)
+                elif metric in _EQUAL_MASS:          # every resample at once (calib.metrics recomputes each)
+                    base = _EqualMassECE(outcomes[:, 0], outcomes[:, 1] > 0, self._n_bins, _EQUAL_MASS[metric])
+                else:                                # calib.metrics.statistic of the probabilities, from their outcomes
+                    base = metrics.outcome_statistic(outcomes[:, 0], outcomes[:, 1] > 0, metric, self._n_bins)
             else:
-                base = metrics.statistic(probs, labels, metric, self._n_bins)
+                probs, labels = self.probabilities(loss, seed, map)
+                if metric == "classwise_ece":        # sums over the samples per (class, bin): one sparse product
+                    base = _ClasswiseECE(probs, labels, self._n_bins)
+                else:
+                    base = metrics.statistic(probs, labels, metric, self._n_bins)
             self._stats[key] = _RememberedStatistic(base, self)
         return self._stats[key]
+
+    def _top_label_outcomes(self, loss: str, seed: int, map: str) -> np.ndarray:
+        """:func:`calib.metrics.top_label_outcomes` of :meth:`probabilities`, computed once per (run, map): the
+        top-label metrics of one run and map (ECE, AdaECE, accuracy, the confidence gap) read only these (N, 2)."""
+        if (loss, seed, map) not in self._outcomes:
+            self._outcomes[(loss, seed, map)] = metrics.top_label_outcomes(*self.probabilities(loss, seed, map))
+        return self._outcomes[(loss, seed, map)]
 
     def statistics(self, loss: str, map: str, metric: str, seeds=None) -> list:
         """:meth:`statistic` for each seed of ``seeds`` (default: every seed of ``loss``), in that order."""
@@ -1093,10 +1105,15 @@ class _EqualMassECE:
         self.value = float(self.resampled(np.ones((1, n)))[0])
 
     def resampled(self, counts: np.ndarray) -> np.ndarray:
-        """The metric at each row of ``counts`` (B, N)."""
+        """The metric at each row of ``counts`` (B, N).
+
+        Cost: one gather of the counts into confidence order (from a one-byte copy of them, made once for a shared
+        read-only array), cumulative sums over it and a few (B, bins, block) gathers: O(B N), in chunks of rows that
+        stay in cache. Each row is computed on its own, with the arithmetic of the straightforward version kept in the
+        benchmark ``tests/benchmarks/grid_statistics.py`` (the same sums in the same order: equal to the last bit)."""
         counts = np.asarray(counts, dtype=np.float64)
         rows, n = counts.shape
-        totals = counts.sum(axis=1)
+        small, totals = _narrow_counts(counts)
         total = int(round(totals[0]))
         if n != self.n or not np.all(totals == total) or total < 1:
             raise ValueError(f"counts must be bootstrap counts of the {self.n} test samples: whole numbers with one "
@@ -1104,36 +1121,54 @@ class _EqualMassECE:
         sizes = np.full(self._n_bins, total // self._n_bins)
         sizes[:total % self._n_bins] += 1               # np.array_split's bin sizes
         cuts = np.cumsum(sizes).astype(np.float64)
+        # chunks of two rows or more: the sums over the bins below add a one-row array's bins in another order
+        # (pairwise) than a taller array's (in turn), and each resample keeps the order it had in one piece
+        step = max(2, _CHUNK // n)
+        starts = list(range(0, rows, step))
+        if len(starts) > 1 and rows - starts[-1] == 1:
+            starts.pop()
+        out = np.empty(rows)
+        for lo, hi in zip(starts, starts[1:] + [rows]):
+            out[lo:hi] = self._rows(small[lo:hi], total, sizes, cuts)
+        return out
+
+    def _rows(self, counts: np.ndarray, total: int, sizes: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+        """:meth:`resampled` of a few rows of ``counts`` (uint8 or float64 whole numbers)."""
+        rows, n = counts.shape
         width, blocks = self._block, self._x.shape[0]
-        drawn = np.take(counts, self._order, axis=1)     # (np.take: a third of fancy indexing's time here)
-        if blocks * width > n:
-            drawn = np.concatenate([drawn, np.zeros((rows, blocks * width - n))], axis=1)
-        drawn = drawn.reshape(rows, blocks, width)
-        # cumulative count, confidence and hits at the end of each block (0 before the first)
-        ends = [np.concatenate([np.zeros((rows, 1)), np.cumsum(s, axis=1)], axis=1) for s in
-                (drawn.sum(axis=2), np.einsum("rbw,bw->rb", drawn, self._x),
-                 np.einsum("rbw,bw->rb", drawn, self._flag))]
+        small = np.zeros((rows, blocks * width), dtype=counts.dtype)       # sorted counts, zero padding
+        small[:, :n] = np.take(counts, self._order, axis=1)
+        drawn = small.astype(np.float64).reshape(rows, blocks, width)
+        small = small.reshape(rows, blocks, width)
+        hit = small * self._flag.astype(small.dtype)
+        # counts and hits are whole numbers, whose sums are exact in any order (a block's in 16 bits from bytes);
+        # the confidences' sums keep their order: each block's, then the running sum over the blocks
+        exact = np.float64 if small.dtype == np.float64 else np.uint16
+        ends = [np.concatenate([np.zeros((rows, 1)), np.cumsum(s, axis=1, dtype=np.float64)], axis=1) for s in
+                (small.sum(axis=2, dtype=exact), np.einsum("rbw,bw->rb", drawn, self._x), hit.sum(axis=2, dtype=exact))]
         row = np.arange(rows)[:, None]
         lanes = np.arange(width)
 
-        def prefix(q):
-            """Count, confidence and hits of the first q + 1 sorted samples (q >= -1), per resample and cut."""
-            q = np.asarray(q)
+        def prefix(q, confidence=True):
+            """Count, hits and (if asked) confidence of the first q + 1 sorted samples (q >= -1), per resample and
+            cut."""
             block, lane = np.maximum(q, 0) // width, np.maximum(q, 0) % width
-            part = drawn[row, block] * (lanes <= lane[..., None])
-            out = [ends[0][row, block] + part.sum(axis=2),
-                   ends[1][row, block] + np.einsum("rcw,rcw->rc", part, self._x[block]),
-                   ends[2][row, block] + np.einsum("rcw,rcw->rc", part, self._flag[block])]
+            mask = lanes <= lane[..., None]
+            out = [ends[0][row, block] + (small[row, block] * mask).sum(axis=2, dtype=exact),
+                   ends[2][row, block] + (hit[row, block] * mask).sum(axis=2, dtype=exact)]
+            if confidence:
+                out.append(ends[1][row, block] + np.einsum("rcw,rcw->rc", drawn[row, block] * mask, self._x[block]))
             return [np.where(q >= 0, v, 0.0) for v in out]
 
         # the block, then the sample, holding each cut's last position
         shift = np.arange(rows)[:, None] * float(total + 1)
         block = np.searchsorted((ends[0][:, 1:] + shift).ravel(), (cuts[None, :] + shift).ravel(), side="left")
         block = np.minimum(block.reshape(rows, -1) - np.arange(rows)[:, None] * blocks, blocks - 1)
-        within = np.cumsum(drawn[row, block], axis=2) + ends[0][row, block][..., None]
-        j = np.minimum(block * width + (within < cuts[None, :, None]).sum(axis=2), n - 1)
-        n_before, conf_before, hits_before = prefix(self._first[j] - 1)
-        n_last, _, hits_last = prefix(self._last[j])
+        need = cuts[None, :] - ends[0][row, block]       # the cut's position inside its block
+        within = np.cumsum(small[row, block], axis=2, dtype=exact)
+        j = np.minimum(block * width + (within < need[..., None]).sum(axis=2), n - 1)
+        n_before, hits_before, conf_before = prefix(self._first[j] - 1)
+        n_last, hits_last = prefix(self._last[j], confidence=False)
         in_group = n_last - n_before
         taken = cuts[None, :] - n_before                 # the group's drawn samples up to the cut
         conf_to = conf_before + taken * self._x.ravel()[j]
@@ -1143,6 +1178,30 @@ class _EqualMassECE:
         if self._norm == "l1":
             return np.abs(diff).sum(axis=1) / total
         return np.sqrt((diff ** 2 / sizes[full]).sum(axis=1) / total)
+
+
+#: Counts per chunk of rows in :meth:`_EqualMassECE.resampled`: a chunk's sorted counts and their running sums stay in
+#: the cache (a few MB).
+_CHUNK = 1 << 18
+
+_NARROWED: list = [None, None, None]    # the last read-only counts narrowed, their one-byte copy and row sums
+
+
+def _narrow_counts(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``counts`` (B, N) as one byte per count when every count is a whole number up to 255 (a bootstrap's are),
+    else ``counts`` itself, and the row sums ``counts.sum(axis=1)``: a gather then reads an eighth of the bytes. A
+    read-only array (:func:`calib.stats.bootstrap_counts`) is narrowed once and reused while it is the last one asked
+    for."""
+    if _NARROWED[0] is counts and not counts.flags.writeable:
+        return _NARROWED[1], _NARROWED[2]
+    totals = counts.sum(axis=1)
+    with np.errstate(invalid="ignore"):                 # NaN or negative: not narrowed (the check below)
+        small = counts.astype(np.uint8)
+    if not np.array_equal(small, counts):
+        small = counts
+    if not counts.flags.writeable:
+        _NARROWED[:] = [counts, small, totals]
+    return small, totals
 
 
 class _ClasswiseECE:

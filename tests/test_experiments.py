@@ -749,6 +749,36 @@ def test_resampling_equal_mass_and_classwise_ece_at_once_matches_calib_metrics(n
     assert len(np.unique(outcomes[:, 0])) < n
 
 
+@pytest.mark.parametrize("n", [3, 15, 97, 1237, 4000])
+def test_equal_mass_ece_in_chunks_of_one_byte_counts_equals_the_straightforward_version_exactly(n, monkeypatch):
+    """_EqualMassECE.resampled gathers one-byte counts and works in chunks of rows with exact running sums of the
+    counts and hits; it gives the values of the one-pass float64 version (tests/references.py) to the last bit, for
+    every chunking (a last chunk of one row is joined to the one before: the bins' sum of a one-row array runs in
+    another order), read-only or writable counts, and counts no byte holds."""
+    from references import BlockEqualMassECE
+
+    import calib.experiments as experiments
+    from calib.stats import bootstrap_counts
+
+    rng = np.random.default_rng(n)
+    probs = rng.dirichlet(np.full(4, 0.5), size=n)
+    probs[: n // 2] = np.round(probs[: n // 2], 1)       # ties in the top-label confidence
+    probs /= probs.sum(axis=1, keepdims=True)
+    probs[1:max(2, n // 3)] = probs[0]
+    outcomes = metrics.top_label_outcomes(probs, rng.integers(0, 4, size=n))
+    conf, correct = outcomes[:, 0], outcomes[:, 1] > 0
+    wide = np.array(bootstrap_counts(n, 51, seed=3))
+    wide[:, 0] += 300                                    # a count above 255 in every row: not narrowed to bytes
+    for chunk in (1, 3 * n, 1 << 17):                    # chunks of 2 rows, 3 rows (a last row joined), all rows
+        monkeypatch.setattr(experiments, "_CHUNK", chunk)
+        for norm in ("l1", "l2"):
+            fast = experiments._EqualMassECE(conf, correct, 15, norm)
+            reference = BlockEqualMassECE(conf, correct, 15, norm)
+            assert fast.value == reference.value
+            for counts in (bootstrap_counts(n, 61, seed=1), np.array(bootstrap_counts(n, 60, seed=2)), wide):
+                assert np.array_equal(fast.resampled(counts), reference.resampled(counts)), (chunk, norm)
+
+
 def test_combined_statistic_resamples_the_combination_as_a_whole():
     """The spread of several losses' ECE on one seed is a statistic of the one test set: every part sees the same
     resample."""
