@@ -1108,9 +1108,10 @@ class _EqualMassECE:
         """The metric at each row of ``counts`` (B, N).
 
         Cost: one gather of the counts into confidence order (from a one-byte copy of them, made once for a shared
-        read-only array), cumulative sums over it and a few (B, bins, block) gathers: O(B N), in chunks of rows that
-        stay in cache. Each row is computed on its own, with the arithmetic of the straightforward version kept in the
-        benchmark ``tests/benchmarks/grid_statistics.py`` (the same sums in the same order: equal to the last bit)."""
+        read-only array), block sums over it and a few (B, bins, block) gathers: O(B N), in chunks of rows that stay
+        in cache. Each row keeps the arithmetic of the first, one-pass version (tests/references.py, the baseline of
+        tests/benchmarks/verdict_statistics.py): the confidences summed in the same order, the counts and hits exactly,
+        so the values are equal to the last bit."""
         counts = np.asarray(counts, dtype=np.float64)
         rows, n = counts.shape
         small, totals = _narrow_counts(counts)

@@ -129,3 +129,26 @@ class BlockEqualMassECE:
         if self._norm == "l1":
             return np.abs(diff).sum(axis=1) / total
         return np.sqrt((diff ** 2 / sizes[full]).sum(axis=1) / total)
+
+
+def kendall_bootstrap_taus(reference, probs, labels, metric, n_resamples, seed=0):
+    """The resampled taus of calib.stats.kendall_tau_bootstrap as it was first written: one resample at a time,
+    scipy's tau-b of each (0 where undefined). The straightforward version the vectorised one must equal."""
+    from scipy import stats as scipy_stats
+
+    items = list(reference)
+    ref = np.array([reference[k] for k in items], dtype=np.float64)
+    stacks = [np.asarray(probs[k], dtype=np.float64) for k in items]
+    n_seeds, n = stacks[0].shape[:2]
+    rng = np.random.default_rng(seed)
+    taus = np.empty(n_resamples)
+    for r in range(n_resamples):
+        idx, seeds = rng.integers(0, n, n), rng.integers(0, n_seeds, n_seeds)
+        cache, values = {}, []
+        for stack in stacks:
+            for s in np.unique(seeds):
+                cache[s] = metric(stack[s].take(idx, axis=0), labels.take(idx))
+            values.append(np.mean([cache[s] for s in seeds]))
+        tau = scipy_stats.kendalltau(ref, np.array(values)).statistic
+        taus[r] = float(tau) if np.isfinite(tau) else 0.0
+    return taus

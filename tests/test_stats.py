@@ -250,6 +250,33 @@ def test_kendall_tau_bootstrap_of_per_sample_statistics_gives_the_same_interval(
                                     per_sample=lambda p, y: p.max(axis=1)[:-1])
 
 
+def test_kendall_tau_bootstrap_all_resamples_at_once_equals_one_at_a_time_to_the_last_bit():
+    """The resampled taus are scipy's tau-b, computed for every resample at once (integers of pairs, then scipy's
+    float operations): equal to the last bit to calling scipy per resample, with ties in the reference and in our
+    values, undefined taus (every value tied: 0), NaN and infinite values; and the interval equals the one of the
+    first, one-resample-at-a-time version (tests/references.py) on the same draws."""
+    from references import kendall_bootstrap_taus
+
+    from calib.stats.ranks import _kendall, _kendall_rows
+
+    rng = np.random.default_rng(11)
+    for m in (3, 5, 9):
+        reference = np.round(rng.normal(size=m), 1)
+        values = np.round(rng.normal(size=(40, m)), rng.integers(0, 3))
+        values[0], values[1, 0], values[2, 1], values[3] = 1.0, np.nan, np.inf, reference
+        got = _kendall_rows(reference, values)
+        expected = np.array([_kendall(reference, row) for row in values])
+        assert np.array_equal(got.view(np.int64), expected.view(np.int64))     # bits: signed zeros too
+    labels = rng.integers(0, 2, 300)
+    level_of = {"a": 0.4, "b": 0.45, "c": 0.5, "d": 0.55}
+    probs = {k: np.stack([np.clip(m + 0.05 * rng.normal(size=(3, 1)) + 0.05 * rng.normal(size=(3, 300)), 0, 1)] * 2,
+                         axis=2) for k, m in level_of.items()}
+    taus = kendall_bootstrap_taus(level_of, probs, labels, _first_column_mean, 120, seed=4)
+    out = stats.kendall_tau_bootstrap(level_of, probs, labels, _first_column_mean, n_resamples=120, seed=4)
+    assert (out.interval.low, out.interval.high) == tuple(np.quantile(taus, [0.025, 0.975]))
+    assert len(set(taus)) > 2                            # the control: the resampled taus differ
+
+
 def test_sign_test_counts_each_unit_once_and_labels_its_sides():
     out = stats.sign_test([0.1, 0.2, -0.1, 0.3, 0.0])
     assert (out.wins, out.losses, out.ties, out.n) == (3, 1, 1, 4)
