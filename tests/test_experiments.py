@@ -779,6 +779,26 @@ def test_equal_mass_ece_in_chunks_of_one_byte_counts_equals_the_straightforward_
                 assert np.array_equal(fast.resampled(counts), reference.resampled(counts)), (chunk, norm)
 
 
+def test_classwise_ece_from_sample_major_counts_equals_the_product_with_the_transposed_view_exactly():
+    """_ClasswiseECE reads a shared read-only counts array through one (N, B) copy made once (and the row sums made
+    once): the same values, to the last bit, as its two sparse products with ``counts.T``, and as a writable array
+    that is copied afresh."""
+    import calib.experiments as experiments
+    from calib.stats import bootstrap_counts
+
+    rng = np.random.default_rng(4)
+    probs = rng.dirichlet(np.full(5, 0.4), size=700)
+    labels = rng.integers(0, 5, size=700)
+    stat = experiments._ClasswiseECE(probs, labels, 15)
+    counts = bootstrap_counts(700, 80, seed=6)
+    conf, hits = (stat._conf.T @ counts.T).T, (stat._hits.T @ counts.T).T
+    expected = np.abs(hits - conf).sum(axis=1) / (counts.sum(axis=1) * 5)
+    for _ in range(2):                                   # the second time from the kept copy
+        assert np.array_equal(stat.resampled(counts), expected)
+    assert np.array_equal(stat.resampled(np.array(counts)), expected)
+    assert experiments._SAMPLE_MAJOR[0] is counts and experiments._SAMPLE_MAJOR[1].flags.c_contiguous
+
+
 def test_combined_statistic_resamples_the_combination_as_a_whole():
     """The spread of several losses' ECE on one seed is a statistic of the one test set: every part sees the same
     resample."""

@@ -2,7 +2,8 @@
 the baselines), with the largest difference (0: equal to the last bit):
 
 - chapter 10's intervals over a stored grid (calib.experiments.GridStatistics): the equal-mass ECE of every
-  resample at once, and optionally the whole interval workload of the chapter's grid;
+  resample at once, the class-wise ECE's sparse products, and optionally the whole interval workload of the
+  chapter's grid;
 - chapter 11's ranking bootstrap (calib.stats.kendall_tau_bootstrap): scipy's tau-b of every resample at once
   against one scipy call per resample (the taus alone, and the whole bootstrap with the chapter's cheapest metric,
   the error, where the taus weigh most).
@@ -31,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # tests/, for 
 
 from references import BlockEqualMassECE, kendall_bootstrap_taus  # noqa: E402
 
-from calib.experiments import _EqualMassECE  # noqa: E402
+from calib.experiments import _ClasswiseECE, _EqualMassECE  # noqa: E402
 from calib.stats import bootstrap_counts, kendall_tau_bootstrap  # noqa: E402
 from calib.stats.ranks import _kendall, _kendall_rows  # noqa: E402
 
@@ -58,6 +59,16 @@ def equal_mass(n: int, resamples: int, repeats: int) -> None:
         t_before, a = best_time(lambda: before.resampled(counts), repeats)
         t_now, b = best_time(lambda: now.resampled(counts), repeats)
         print(f"{norm:5} {t_before:9.4f} {t_now:9.4f} {t_before / t_now:7.2f} {np.abs(a - b).max():11.1e}")
+    probs = rng.dirichlet(np.full(10, 0.3), size=n)
+    classwise = _ClasswiseECE(probs, rng.integers(0, 10, n), 15)
+
+    def first_version():                                 # products with the transposed view, as first written
+        conf, hits = (classwise._conf.T @ counts.T).T, (classwise._hits.T @ counts.T).T
+        return np.abs(hits - conf).sum(axis=1) / (counts.sum(axis=1) * 10)
+
+    t_before, a = best_time(first_version, repeats)
+    t_now, b = best_time(lambda: classwise.resampled(counts), repeats)
+    print(f"{'classwise':5} {t_before:9.4f} {t_now:9.4f} {t_before / t_now:7.2f} {np.abs(a - b).max():11.1e}")
 
 
 def kendall(n: int, repeats: int) -> None:
