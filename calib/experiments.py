@@ -1051,7 +1051,7 @@ class GridStatistics:
         evaluated at the remembered ``counts``, in matrix products of a few hundred columns: one product reads the
         (B, N) counts once for many statistics, where one product per statistic reads them each time."""
         pending = [s for s in self._stats.values() if s._kept is None and hasattr(s._base, "columns")]
-        totals = counts.sum(axis=1)
+        totals = _narrow_counts(counts)[1]              # counts.sum(axis=1), once per read-only counts
         while pending:
             batch: list[_RememberedStatistic]
             batch, width = [], 0

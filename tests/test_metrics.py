@@ -1130,6 +1130,21 @@ def test_per_sample_statistics_give_the_metrics_exactly():
         metrics.top_label_outcomes(probs, labels[:-1])
 
 
+def test_the_equal_width_ece_statistic_columns_are_the_one_hot_products_bit_for_bit():
+    """outcome_statistic's ECE columns are written in place: the same bits (signed zeros too) as the one-hot bin
+    matrix times the confidences and times the outcomes, side by side, with confidences 0 and 1 on the edges."""
+    from calib.metrics._binning import uniform_bin, uniform_edges
+
+    rng = np.random.default_rng(12)
+    conf = np.concatenate([[0.0, 1.0, 1 / 15, 2 / 15], rng.uniform(0, 1, 200)])
+    correct = rng.random(conf.size) < 0.6
+    onehot = np.zeros((conf.size, 15))
+    onehot[np.arange(conf.size), uniform_bin(conf, 15, uniform_edges(15))] = 1.0
+    expected = np.hstack([onehot * conf[:, None], onehot * correct.astype(np.float64)[:, None]])
+    got = metrics.outcome_statistic(conf, correct, "ece", 15).columns
+    assert np.array_equal(got.view(np.int64), expected.view(np.int64))
+
+
 def test_the_top_label_outcomes_give_the_statistics_of_the_probabilities():
     """A store that keeps only each sample's top-label confidence and outcome (calib.experiments.TestOutcomes)
     gives every top-label metric with the test set's noise exactly as the probabilities do: the same value and the

@@ -164,10 +164,10 @@ def outcome_statistic(confidence, correct, metric: str = "ece", n_bins: int = 15
         return AdditiveStatistic(conf[:, None], _mean_of_column)
     if metric == "ece":
         bins = uniform_bin(conf, n_bins, uniform_edges(n_bins))
-        onehot = np.zeros((conf.size, n_bins))
-        onehot[np.arange(conf.size), bins] = 1.0
-        return AdditiveStatistic(np.hstack([onehot * conf[:, None], onehot * correct[:, None]]),
-                                 _ece_from_bins(n_bins))
+        columns = np.zeros((conf.size, 2 * n_bins))      # [one-hot bin x confidence, one-hot bin x outcome]
+        columns[np.arange(conf.size), bins] = conf
+        columns[np.arange(conf.size), n_bins + bins] = correct
+        return AdditiveStatistic(columns, _ece_from_bins(n_bins))
     if metric in ("adaece", "ece_em_l2"):
         return EqualMassStatistic(conf, correct, n_bins, _TOP_LABEL_BINNED[metric][1])
     binning, norm = _TOP_LABEL_BINNED[metric]
