@@ -79,22 +79,6 @@ def _json_float(x) -> float | None:
     return x if np.isfinite(x) else None
 
 
-def _set_deterministic(mode: bool, warn_only: bool = False) -> None:
-    """``torch.use_deterministic_algorithms(mode, warn_only=warn_only)`` for ATen's kernels, without importing
-    TorchInductor where nothing compiled can run.
-
-    The public function also sets inductor's own flag, and importing ``torch._inductor.config`` imports all of
-    ``torch._dynamo``: 2.2 s of CPU per process with torch 2.13 (``tests/test_runs.py`` checks it is not imported),
-    paid by every ``calib train`` process, rank and resume. Runs never compile (:class:`Trainer` builds eager
-    models), so ATen's flag is the one that matters; where inductor is loaded already (the caller compiled
-    something), or torch lacks the private setter, the public function sets both."""
-    setter = getattr(torch._C, "_set_deterministic_algorithms", None)
-    if setter is None or "torch._inductor.config" in sys.modules:
-        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
-    else:
-        setter(mode, warn_only=warn_only)
-
-
 @contextlib.contextmanager
 def torch_flags(device_type: str):
     """Set torch's global flags for a run on ``device_type`` and restore each one afterwards, also after an error.
@@ -108,12 +92,12 @@ def torch_flags(device_type: str):
              cudnn.benchmark, matmul.allow_tf32, cudnn.allow_tf32)
     try:
         if device_type == "cpu":
-            _set_deterministic(True)
+            torch.use_deterministic_algorithms(True)
         elif device_type == "cuda":
             cudnn.benchmark = matmul.allow_tf32 = cudnn.allow_tf32 = True
         yield
     finally:
-        _set_deterministic(saved[0], warn_only=saved[1])
+        torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])
         cudnn.benchmark, matmul.allow_tf32, cudnn.allow_tf32 = saved[2:]
 
 

@@ -271,24 +271,6 @@ def test_torch_flags_are_restored_after_a_run(tiny_fashion, tmp_path):
             cudnn.allow_tf32) == before
 
 
-def test_a_cpu_run_sets_deterministic_kernels_without_importing_inductor():
-    """torch.use_deterministic_algorithms imports torch._inductor.config, and with it torch._dynamo: 2.2 s of CPU
-    in every `calib train` process, rank and resume. A run never compiles, so only ATen's flag is set (and where
-    inductor is loaded already, both are); in a fresh process, with the flag seen on and then restored."""
-    code = ("import sys, torch\n"
-            "from calib.train import torch_flags\n"
-            "with torch_flags('cpu'):\n"
-            "    on = torch.are_deterministic_algorithms_enabled()\n"
-            "print(on, torch.are_deterministic_algorithms_enabled(), 'torch._dynamo' in sys.modules)\n"
-            "import torch._inductor.config as inductor\n"
-            "with torch_flags('cpu'):\n"
-            "    print(inductor.deterministic, torch.are_deterministic_algorithms_enabled())\n"
-            "print(inductor.deterministic)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[1]).stdout.split()
-    assert out == ["True", "False", "False", "True", "True", "False"], out
-
-
 def test_a_lock_taken_on_a_lock_file_removed_meanwhile_is_taken_again(tmp_path, monkeypatch):
     """The holder before us removes the lock file as it releases it; a process that opened that file before the
     removal and locks it afterwards must not believe it holds the run (a third process would lock a new file at
