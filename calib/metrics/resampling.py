@@ -53,11 +53,11 @@ class EqualMassStatistic:
     def __init__(self, conf, correct, n_bins: int = 15, norm: str = "l2"):
         if norm not in ("l1", "l2"):
             raise ValueError(f"norm must be 'l1' or 'l2'; got {norm!r}.")
-        conf = np.asarray(conf, dtype=np.float64) + 0.0
-        correct = np.asarray(correct, dtype=np.float64)
-        if conf.ndim != 1 or correct.shape != conf.shape or conf.size < 2:
-            raise ValueError(f"conf and correct must be 1-D of one length >= 2; got shapes {conf.shape} and "
-                             f"{correct.shape}.")
+        conf = as_float_array(conf, "conf", ndim=1) + 0.0          # a NaN confidence would sort anywhere
+        correct = as_float_array(correct, "correct", ndim=1)
+        check_length(correct, conf.size, "correct", of="confidences in conf")
+        if conf.size < 2:
+            raise ValueError(f"conf and correct hold {conf.size} sample(s); an equal-mass ECE needs at least 2.")
         order = np.argsort(conf, kind="stable")
         self._x, self._y, self._order = conf[order], correct[order], order
         new = np.empty(conf.size, dtype=bool)

@@ -860,8 +860,8 @@ class StreamingNLL(_MeanOfRows):
     ValueError)."""
 
     def _batch(self, probs, labels):
-        n = len(labels)                  # nll checks that it is the number of rows of probs
-        return n, nll(probs, labels) * n
+        value = nll(probs, labels)        # first: it checks labels (one per row of probs; None is refused)
+        return len(labels), value * len(labels)
 
     def _check_tensor_batch(self, probs, labels, device) -> tuple:
         return _tensor_batch(probs, labels, device, self.validate_args, one_shot=nll,
@@ -875,8 +875,8 @@ class StreamingBrier(_MeanOfRows):
     """:func:`calib.metrics.brier <calib.metrics.scores.brier>` (multiclass Brier score) over batches."""
 
     def _batch(self, probs, labels):
-        n = len(labels)                  # brier checks that it is the number of rows of probs
-        return n, brier(probs, labels) * n
+        value = brier(probs, labels)        # first: it checks labels (one per row of probs; None is refused)
+        return len(labels), value * len(labels)
 
     def _tensor_total(self, p, y, pred):
         import torch
