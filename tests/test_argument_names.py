@@ -7,10 +7,10 @@ the metric and post-hoc registries (a class is constructed and then fitted, upda
 out: it takes paths and run folders); each parameter whose name is in :data:`BAD` gets, one at a time, each of the
 bad values listed there (:data:`BAD_FOR` where a callable's parameter takes others) while the other arguments stay
 good (:data:`GOOD`, by parameter name, with :data:`GOOD_FOR` where a callable reads a name differently). Every bad
-value must raise ValueError, and its message must name the parameter (or a name of :data:`ALIASES`) as a word: not
-inside another word (``XXsXX``), not in another case (``S``), and a one-letter name at the message's start (``a``
-is also an article). A public callable whose required arguments have no good value fails
-:func:`test_every_public_callable_is_enumerated` unless :data:`NOT_CALLED` says why it is left out.
+value must raise ValueError, and its message must begin with the parameter's name (or a name of :data:`ALIASES`) as
+a word (not ``XXsXX``, ``S`` or ``None``), or with two names of which it is the second (:func:`_named`). A public
+callable whose required arguments have no good value fails :func:`test_every_public_callable_is_enumerated` unless
+:data:`NOT_CALLED` says why it is left out. The post-hoc estimators' ``predict_proba`` is called on fitted ones.
 
 A name passed to a checker (``as_float_array(s, "s")``) was seen by no other test: mutmut's mutants of those names
 (``"XXsXX"``, ``"S"``, ``None``) survived. Found by it: ``StreamingNLL`` and ``StreamingBrier`` took ``len(labels)``
@@ -88,6 +88,7 @@ GOOD_FOR = {
                                           "metric": metrics.nll, "n_resamples": 100},
     "calib.stats.paired_bootstrap": {"metric": metrics.nll, "n_resamples": 100},
     "calib.metrics.EqualMassStatistic": {"conf": CONF},
+    "calib.metrics.equal_mass_ece_rows": {"conf": np.stack([CONF, CONF ** 2])},     # (G, N)
     "calib.focal.minimise_focal_risk": {"gamma": 2.0},
     "calib.focal.closest_temperature": {"gamma": 2.0, "n_classes": 2, "step": 0.05, "xtol": 1e-6},   # a coarse grid
     "calib.focal.ts_distance": {"gamma": 2.0, "temperature": 1.5, "n_classes": 2, "step": 0.05},
@@ -125,7 +126,8 @@ SHORT = ("one row short", _short)
 BAD = {
     **{name: (NONE, NAN) for name in ("probs", "logits", "log_probs", "conf", "q", "target", "eta", "p", "p0", "s",
                                       "probs_a", "probs_b")},
-    **{name: (NONE, NAN, SHORT) for name in ("confidence", "loss")},
+    "confidence": (NONE, NAN, SHORT, ("an unknown score name", _const("bogus"))),   # an array or a CSF's name
+    "loss": (NONE, NAN, SHORT),
     "correct": (NONE, SHORT),
     "labels": (NONE, ("a label outside the classes", _label_outside), SHORT),
     "targets": (("a label outside the classes", _label_outside), SHORT),
@@ -163,7 +165,8 @@ BAD_FOR = {
     # a registry's metric without bins takes n_bins and ignores it (one signature for every metric)
     **{f"calib.metrics.REGISTRY[{spec.name!r}]": {"n_bins": ()} for spec in metrics.REGISTRY if not spec.takes},
     "calib.metrics.REGISTRY['mean_confidence']": {"n_bins": (), "labels": BAD["labels"][1:]},   # labels optional
-    "calib.stats.kendall_tau_bootstrap": {"probs": ()},                    # a dict: item -> the seeds' probs
+    "calib.stats.kendall_tau_bootstrap": {"probs": (),                     # a dict: item -> the seeds' probs
+                                          "labels": BAD["labels"][:2]},   # a length is probs' (its arrays' N)
     "calib.focal.schedule_from_prop2": {"p0": (("0.5", _const(0.5)),)},
     # a differentiable building block of the losses, which check their logits: no check of its own on the way
     "calib.losses.confidence_scores": {"logits": ()},
@@ -173,8 +176,8 @@ BAD_FOR = {
 ALIASES = {
     **{(f"calib.posthoc.REGISTRY[{spec.name!r}]", f"val_{name}"): (name,) for spec in posthoc.REGISTRY
        for name in ("logits", "labels")},
-    **{(f"calib.posthoc.{cls}", x): (name,) for cls in ("TemperatureScaling", "FocalTemperatureScaling")
-       for x, name in (("X", "logits"), ("y", "labels"))},
+    **{(f"calib.posthoc.{cls}{method}", x): (name,) for cls in ("TemperatureScaling", "FocalTemperatureScaling")
+       for method in ("", ".predict_proba") for x, name in (("X", "logits"), ("y", "labels"))},
 }
 
 #: Public callables not called here, and why.
@@ -193,14 +196,18 @@ METHODS = ("fit", "update", "forward")
 
 
 def _public():
-    """``(qualified name, object, package)`` of every public callable of :data:`PACKAGES`, and of the registries'
-    entries (a metric's spec and its ``from_log_probs``, a post-hoc map's fit)."""
+    """``(qualified name, object, package)`` of every public callable of :data:`PACKAGES`, of the registries' entries
+    (a metric's spec and its ``from_log_probs``, a post-hoc map's fit) and of a fitted estimator's ``predict_proba``."""
     for spec in metrics.REGISTRY:
         yield f"calib.metrics.REGISTRY[{spec.name!r}]", spec, "calib.metrics"
         if spec.from_log_probs is not None:
             yield f"calib.metrics.REGISTRY[{spec.name!r}].from_log_probs", spec.from_log_probs, "calib.metrics"
     for spec in posthoc.REGISTRY:
         yield f"calib.posthoc.REGISTRY[{spec.name!r}]", spec, "calib.posthoc"
+    # re-exported for calib.posthoc (not in __all__), with its checks on by default
+    yield "calib.metrics.equal_mass_ece_rows", metrics.equal_mass_ece_rows, "calib.metrics"
+    for cls in (posthoc.TemperatureScaling, posthoc.FocalTemperatureScaling):
+        yield f"calib.posthoc.{cls.__name__}.predict_proba", cls().fit(LOGITS, LABELS).predict_proba, "calib.posthoc"
     for package in PACKAGES:
         module = importlib.import_module(package)
         for name in module.__all__:
@@ -274,10 +281,11 @@ def test_every_public_callable_is_enumerated():
 
 
 def _named(message: str, names) -> list:
-    """The names of ``names`` that ``message`` mentions as a word (``n`` is not named by ``n_bins`` nor ``a.b``); a
-    one-letter name (``a``, ``s``) only where the message begins with it, since "a" is also an article."""
-    return [name for name in names if re.search(rf"(?<![\w.]){re.escape(name)}(?![\w(])", message)
-            and (len(name) > 1 or re.match(rf"{name}\b", message))]
+    """The names of ``names`` that ``message`` is about: it begins with the name as a word (``labels must ...``,
+    ``n_bins=0 ...``, ``a's ...``), or with two names of which it is the second (``reference and values must ...``).
+    A name further on does not count: a checker's fix text can hold the default name whatever it was given ("Re-index
+    the labels to 0..K-1"), and "a" is also an article."""
+    return [name for name in names if re.match(rf"(\w+ and )?{re.escape(name)}(?![\w(])", message)]
 
 
 @pytest.mark.parametrize("qualname, call, good, params", ENTRIES, ids=[e[0] for e in ENTRIES])
