@@ -131,7 +131,8 @@ BAD = {
     "correct": (NONE, SHORT),
     "labels": (NONE, ("a label outside the classes", _label_outside), SHORT),
     "targets": (("a label outside the classes", _label_outside), SHORT),
-    "sample_weight": (NAN, SHORT, ("negative", _const(-np.ones(N)))),
+    # None is the default (no weights): a ragged list is what reaches the reading of the array by name
+    "sample_weight": (NAN, SHORT, ("negative", _const(-np.ones(N))), ("ragged", _const([[1.0], [1.0, 2.0]]))),
     **{name: (NONE, ("one value", _const([0.1])), NAN) for name in ("a", "b", "values")},
     "X": (NONE, NAN),
     "val_logits": (NONE, NAN),
