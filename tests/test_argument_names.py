@@ -169,7 +169,9 @@ BAD_FOR = {
     "calib.metrics.REGISTRY['mean_confidence']": {"n_bins": (), "labels": BAD["labels"][1:]},   # labels optional
     "calib.stats.kendall_tau_bootstrap": {"probs": (),                     # a dict: item -> the seeds' probs
                                           "labels": BAD["labels"][:2]},   # a length is probs' (its arrays' N)
-    "calib.focal.schedule_from_prop2": {"p0": (("0.5", _const(0.5)),)},
+    "calib.focal.schedule_from_prop2": {
+        "p0": (NONE, NAN, ("0.5", _const(0.5)), ("two numbers", _const([0.2, 0.3]))),
+        "edges": (NAN, ("decreasing", _const([0.4, 0.2])), ("an edge at 1", _const([1.0])))},
     # a differentiable building block of the losses, which check their logits: no check of its own on the way
     "calib.losses.confidence_scores": {"logits": ()},
 }

@@ -131,7 +131,10 @@ def schedule_from_prop2(edges, p0: float, name: str | None = None) -> GammaSched
     p0 : float
         Target threshold in (0, 1/2), not equal to an edge.
     """
-    edges = tuple(float(e) for e in np.atleast_1d(as_float_array(edges, "edges")))
+    edges = tuple(float(e) for e in np.atleast_1d(as_float_array(edges, "edges", ndim=(0, 1))))
+    if not (0 < edges[0] and edges[-1] < 1 and all(a < b for a, b in zip(edges, edges[1:]))):
+        raise ValueError(f"edges must increase strictly inside (0, 1); got {list(edges)}.")
+    p0 = float(as_float_array(p0, "p0", ndim=0))
     if not 0 < p0 < 0.5:
         raise ValueError(f"p0 must lie in (0, 1/2) (Prop. 2 has no positive gamma* elsewhere); got {p0!r}.")
     if p0 in edges:
