@@ -97,7 +97,7 @@ GOOD_FOR = {
 
 def _nan(x):
     """``x`` with its first entry NaN (a float copy)."""
-    arr = np.array(x, dtype=np.float64, copy=True)
+    arr = np.array(x.numpy() if isinstance(x, torch.Tensor) else x, dtype=np.float64, copy=True)
     arr.flat[0] = np.nan
     return torch.from_numpy(arr) if isinstance(x, torch.Tensor) else arr
 
@@ -109,7 +109,7 @@ def _short(x):
 
 def _label_outside(x):
     """A label of no class (K)."""
-    arr = np.array(x, copy=True)
+    arr = np.array(x.numpy() if isinstance(x, torch.Tensor) else x, copy=True)
     arr[0] = K
     return torch.from_numpy(arr) if isinstance(x, torch.Tensor) else arr
 
