@@ -30,18 +30,9 @@ from scipy.special import softmax
 from calib import metrics
 from calib.posthoc._common import weighted_top_label_ece
 from calib.posthoc.temperature import _grid_ece_scores, _RowBlocks
+from focal_temperature_scaling import network_like_logits  # this folder (run as a script)
 
 GRID = np.round(np.arange(50, 501) * 0.01, 2)
-
-
-def network_like_logits(n: int, k: int, seed: int = 0):
-    """Logits with a spread of confidences, labels agreeing with the argmax about 70% of the time."""
-    rng = np.random.default_rng(seed)
-    z = rng.normal(size=(n, k)) * 2.0
-    pred = rng.integers(0, k, n)
-    z[np.arange(n), pred] += rng.gamma(2.0, 3.0, size=n)
-    y = np.where(rng.uniform(size=n) < 0.7, pred, rng.integers(0, k, n))
-    return z, y
 
 
 def loop_grid_ece_scores(data: _RowBlocks, grid: np.ndarray, n_bins: int) -> np.ndarray:

@@ -35,15 +35,7 @@ from references import BlockEqualMassECE, kendall_bootstrap_taus  # noqa: E402
 from calib.experiments import _ClasswiseECE, _EqualMassECE  # noqa: E402
 from calib.stats import bootstrap_counts, kendall_tau_bootstrap  # noqa: E402
 from calib.stats.ranks import _kendall, _kendall_rows  # noqa: E402
-
-
-def best_time(fn, repeats):
-    best, out = float("inf"), None
-    for _ in range(repeats):
-        start = time.process_time()
-        out = fn()
-        best = min(best, time.process_time() - start)
-    return best, out
+from equal_mass_resamples import best_time  # noqa: E402  (this folder: the best of a few runs' CPU time)
 
 
 def equal_mass(n: int, resamples: int, repeats: int) -> None:
