@@ -213,3 +213,33 @@ def test_the_stored_resnet_runs_give_a_first_guess_near_their_measured_time():
     assert epoch_s is not None and 3.0 < epoch_s < 9.0
     assert gpu_grid.estimate_seconds({"config": {"epochs": 60, "diagnostics": "eval"}}, [],
                                      gpu_grid.first_guess("cuda", None, 8, 55000, epoch_s)) < 600
+
+
+def test_import_stores_the_returned_runs_with_float16_logits_and_reports_what_its_check_finds(dry_run, tmp_path):
+    """The session side: the dry run's OUT imported into a fresh store. Each run's logits are its packed float32
+    logits rounded to float16 (labels unchanged), nothing else is altered, a run already stored is skipped, and
+    the check's findings (a CPU run names no GPU) make the command fail."""
+    import numpy as np
+
+    from calib.runs import read_logits
+
+    store = tmp_path / "store"
+    args = SimpleNamespace(folder=str(dry_run.out), store=str(store))
+    assert gpu_grid.import_runs(args) == 1                   # the dry run trained on the CPU: the check says so
+    chosen = dry_run.summary["choice"]["chosen"]
+    run = store / chosen / "ce" / "seed0"
+    with tarfile.open(dry_run.out / "runs-1.tar.gz") as tar:
+        tar.extractall(tmp_path / "packed", filter="data")
+    packed = tmp_path / "packed" / chosen / "ce" / "seed0"
+    with np.load(run / "logits.npz") as stored, np.load(packed / "logits.npz") as original:
+        assert stored["test_logits"].dtype == np.float16 and original["test_logits"].dtype == np.float32
+        for key in original.files:
+            expected = original[key].astype(np.float16) if key.endswith("_logits") else original[key]
+            assert np.array_equal(stored[key], expected), key
+    assert read_logits(run / "logits.npz")["val_logits"].dtype == np.float32
+    for name in ("meta.json", "history.json"):
+        assert (run / name).read_bytes() == (packed / name).read_bytes()
+    assert "device 'cpu' is not a CUDA device" in gpu_grid.check_run(run)
+    before = (run / "logits.npz").read_bytes()
+    gpu_grid.import_runs(args)                               # again: every run is already stored, left as it is
+    assert (run / "logits.npz").read_bytes() == before

@@ -682,7 +682,10 @@ def prepare(args) -> int:
 def import_runs(args) -> int:
     """Put the runs of a device session's archives into the store (a run already stored is left as it is, one of
     another configuration refused), copy its grid files beside them, append the session's summary to the store's
-    sessions.jsonl, and check every imported run (:func:`check_run`)."""
+    sessions.jsonl, and check every imported run (:func:`check_run`). Each run's logits are stored as float16
+    (:func:`calib.runs.compact_logits`: half the file; :func:`check_run`'s tolerance covers the rounding)."""
+    from calib.runs import compact_logits
+
     folder, store = Path(args.folder), Path(args.store)
     archives = sorted(folder.glob("runs-*.tar.gz"))
     imported, skipped, problems = [], [], {}
@@ -711,6 +714,8 @@ def import_runs(args) -> int:
             for f in KEPT:
                 if (run_dir / f).is_file():
                     shutil.copy2(run_dir / f, target / f)
+            if (target / "logits.npz").is_file():
+                compact_logits(target / "logits.npz")     # float16: the store's 100 MB (README, the ResNet grid)
             imported.append(rel.as_posix())
             problems[rel.as_posix()] = check_run(target)
     for grid, store_line in ((MAIN_GRID, 'store = "."'), (TUNE_GRID, 'store = "tuning"')):
@@ -733,7 +738,7 @@ def check_run(path) -> list:
     and CUDA versions, wall time, commit and the note that its schedule is compressed its meta.json records; it keeps
     no checkpoint; its history has its epochs; and its logits reproduce the accuracy, NLL, ECE and AdaECE its
     history recorded for the last epoch, on both splits (to 1e-3: the last epoch's evaluation and the stored logits
-    are two evaluations of the same network)."""
+    are two evaluations of the same network, and the stored ones are rounded to float16 by :func:`import_runs`)."""
     from calib.runs import read_logits
     from calib.train import split_statistics
 
