@@ -89,8 +89,7 @@ def compacted_differences(fresh: dict, recorded: dict) -> list:
     90 grid runs: the count of wrong predictions moved by at most 7 of 5,000 (AURC's seed 4, a run that failed to
     train, whose logits lie near ties; at most 5 in the others), the whole-split metrics moved by at most 1.4e-3
     and the metrics of the wrong (or right) predictions alone, whose set changed, by at most 1.25e-2. So: the same
-    sample count, at most
-    10 changed predictions, whole-split metrics within 2e-3, the others within 5e-2."""
+    sample count, at most 10 changed predictions, whole-split metrics within 2e-3, the others within 5e-2."""
     out = []
     for key, value in recorded.items():
         if key not in fresh or isinstance(value, bool) or not isinstance(value, (int, float)):
