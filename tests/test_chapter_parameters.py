@@ -86,11 +86,12 @@ def test_chapter_05_runs_at_the_edges_of_its_parameters(tmp_path, tiny_fashion):
     """Four epochs (the fewest with a first epoch, a drop, the epoch after it and a last one), one training image,
     two seeds, the largest seed, on a tiny stand-in for Fashion-MNIST: cross-entropy is not over-confident, so every
     statement is untested. Before, the claims without a quote of the paper stopped the chapter ("a 'untested'
-    verdict on the paper needs quote"), and two epochs gave milestones [1, 1]."""
+    verdict on the paper needs quote"), and two epochs gave milestones [1, 1]. The ten statements on the stored
+    ResNet-20 runs (issue 44) are untested too: no run is stored for the largest seed."""
     root = _book_of(tmp_path, "05-miscalibration-dynamics")
     run = runner.run_chapter(root, "05-miscalibration-dynamics",
                              parameters=EXECUTED_EDGES["05-miscalibration-dynamics"], strict=False)
-    assert run.ok and run.claims == 10
+    assert run.ok and run.claims == 20
     records = _ledger(root)
     assert {(r["verdict"], r["passed"], r["premise_holds"]) for r in records} == {("untested", None, False)}
     assert all(r["quote"] for r in records)
