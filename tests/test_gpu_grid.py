@@ -4,6 +4,7 @@ choice, grid, packing, summary) with a small net on a few images. The first invo
 to OUT; a second skips them; a third, given the first's runs as a session carries them and no budget, skips those
 and starts nothing. The order, the rule, the estimates and the archives are checked on their own too."""
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -240,6 +241,10 @@ def test_import_stores_the_returned_runs_with_float16_logits_and_reports_what_it
     for name in ("meta.json", "history.json"):
         assert (run / name).read_bytes() == (packed / name).read_bytes()
     assert "device 'cpu' is not a CUDA device" in gpu_grid.check_run(run)
-    before = (run / "logits.npz").read_bytes()
+    # the store's post-hoc evaluation describes the grid's runs (not the tuning runs), keyed by the stored logits
+    evaluation = json.loads((store / "posthoc.json").read_text())["runs"]
+    assert sorted(evaluation) == [f"{chosen}/{loss}/seed0" for loss in ("ce", "fl-3", "flsd-53")]
+    assert evaluation[f"{chosen}/ce/seed0"]["sha256"] == hashlib.sha256((run / "logits.npz").read_bytes()).hexdigest()
+    before = {p: p.read_bytes() for p in (run / "logits.npz", store / "posthoc.json")}
     gpu_grid.import_runs(args)                               # again: every run is already stored, left as it is
-    assert (run / "logits.npz").read_bytes() == before
+    assert {p: p.read_bytes() for p in before} == before

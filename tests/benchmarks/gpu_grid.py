@@ -679,10 +679,24 @@ def prepare(args) -> int:
     return 0 if total <= limit else 1
 
 
+def refresh_evaluation(store: Path) -> int:
+    """Fit every post-hoc map on each grid run of ``store`` that ``<store>/posthoc.json`` lacks (or holds for other
+    logits) and rewrite it (:func:`calib.experiments.evaluate_store`, about 6 s a run on 2 CPU cores): chapter 10 reads
+    that file and would otherwise refit the new runs at every build. The tuning runs (``tuning/``, validation logits
+    only) are not part of it. Returns the number of runs the file describes."""
+    from calib.experiments import evaluate_store, load_store
+
+    runs = load_store(store)                        # <model>/<loss>/seed<k>: tuning/<label>/... is deeper
+    evaluate_store(runs, cache=store / "posthoc.json", progress=True)
+    print(f"{store / 'posthoc.json'}: the post-hoc maps of {len(runs)} stored run(s)")
+    return len(runs)
+
+
 def import_runs(args) -> int:
     """Put the runs of a device session's archives into the store (a run already stored is left as it is, one of
     another configuration refused), copy its grid files beside them, append the session's summary to the store's
-    sessions.jsonl, and check every imported run (:func:`check_run`). Each run's logits are stored as float16
+    sessions.jsonl, check every imported run (:func:`check_run`) and bring the store's post-hoc evaluation up to date
+    (:func:`refresh_evaluation`). Each run's logits are stored as float16
     (:func:`calib.runs.compact_logits`: half the file; :func:`check_run`'s tolerance covers the rounding)."""
     from calib.runs import compact_logits
 
@@ -725,6 +739,8 @@ def import_runs(args) -> int:
         with open(store / "sessions.jsonl", "a") as fh:
             fh.write(json.dumps(json.loads((folder / "summary.json").read_text())) + "\n")
     print(f"{len(imported)} run(s) imported into {store}, {len(skipped)} already stored")
+    if imported:
+        refresh_evaluation(store)
     bad = {k: v for k, v in problems.items() if v}
     for rel, found in bad.items():
         print(f"  {rel}: " + "; ".join(found))
