@@ -30,7 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 #: which the stored 15-bin ECE of the map is; the run's history.json held the NLL too until its logits were stored as
 #: float16, so the answer computed from them now differs from the float32 record); and the threshold p0(3), one end
 #: of an interval ex-flsd532 asks for, which chapter 06's table prints among the thresholds of other gammas (the
-#: intervals themselves are printed nowhere). The test fails on any other hit, and on an entry here that no longer hits, so that the list only shrinks.
+#: intervals themselves are printed nowhere). The test fails on any other hit, and on an entry here that no longer
+#: hits, so that the list only shrinks.
 #: (Chapter 06's table printed the decimals of ex-g-gamma-one's threshold and argmax too: issue 46 asks for other
 #: closed forms, which the book shows nowhere.)
 KNOWN_SELF_ANSWERS = {
