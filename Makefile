@@ -25,7 +25,7 @@ unexport PYTHONDONTWRITEBYTECODE
 PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.calib-installed
 
-.PHONY: book test test-clock student course pdf tex setup data browser clean
+.PHONY: book test test-all test-clock student course pdf tex setup data browser clean
 
 book: setup
 	$(PY) -m calib book run --profile $(PROFILE) --jobs $(JOBS) $(if $(FORCE),--force)
@@ -36,8 +36,20 @@ book: setup
 # first file (tests/conftest.py), and --no-loadscope-reorder keeps conftest's order (xdist would start the files with
 # the most tests first, and this one has six): it starts at once, the other long files follow on the other worker,
 # and the short ones come last. TEST_WORKERS=0 runs everything in this process.
+#
+# `make test` is the gate for every change, within 8 minutes on 2 cores: the library's tests, every chapter executed
+# and its claims checked, both editions built, a page of each kind opened in Chromium, the course graded on answer
+# cells and one chapter's whole notebook. The tests marked `slow` (tests/conftest.py, SLOW_TESTS says what each
+# covers) prove whole capabilities end to end in seconds each: every page in Chromium, the key's solutions graded in
+# four chapters' notebooks, trainings killed and resumed, two DDP ranks, the wheel, another CPU dispatch, mypy.
+# `make test-all` runs them too (about twice the time): before a release, and after changing what they cover.
+PYTEST_RUN = $(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
+
 test: test-clock setup
-	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
+	$(PYTEST_RUN) -m "not slow"
+
+test-all: test-clock setup
+	$(PYTEST_RUN)
 
 # When `make test` started, before its setup: the phase table at the end of the tests (tests/conftest.py) counts the
 # setup's time from it.

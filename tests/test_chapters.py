@@ -292,6 +292,35 @@ def test_every_built_page_reads_well_in_a_browser():
     assert formulas["book/notation.html"] > 0
 
 
+#: The pages `make test` opens in Chromium, one of each kind (the test above, in `make test-all`, opens every page): a
+#: chapter with claims, formulas, figures and tables; a ledger page of claim entries; the page of notation (formulas);
+#: the introduction (the landing page's layout, tables); a page of the API reference. 16 core-s of Chromium's 250.
+PAGES_OF_EACH_KIND = ("chapters/12-dataset-shift.html", "book/released-code.html", "book/notation.html",
+                      "book/intro.html", "book/api/posthoc.html")
+
+
+@pytest.mark.chapters
+def test_a_page_of_each_kind_reads_well_in_a_browser():
+    """After the build above: the pages of PAGES_OF_EACH_KIND opened in headless Chromium, offline, with every check
+    of calib_book.browser (the width, the contents buttons, the claims' contrast in both themes, the math, the
+    figures' text, the links)."""
+    from calib_book import browser
+
+    html = ROOT / "_build" / "html"
+    if not (html / "index.html").is_file():
+        book_not_built("the book is not built (the test above builds it)")
+    chromium = browser.find_chromium()
+    if chromium is None:
+        pytest.skip("no chromium on the PATH: the rendered pages are not checked (make installs Debian's chromium "
+                    "with apt when it can; or set CALIB_CHROMIUM)")
+    reports = browser.check_book(html, chromium, only=list(PAGES_OF_EACH_KIND), progress=False)
+    assert [r.page for r in reports] == list(PAGES_OF_EACH_KIND)
+    problems = [f"{r.page}: {p}" for r in reports for p in r.problems]
+    assert not problems, "\n".join(problems)
+    formulas = {r.page: r.formulas for r in reports}
+    assert formulas["chapters/12-dataset-shift.html"] > 0 and formulas["book/notation.html"] > 0
+
+
 @pytest.mark.chapters
 def test_the_student_book_has_no_solutions_and_a_cell_to_work_in_after_each_exercise():
     """After the build above (which renders the student edition beside the full one, as `calib book build

@@ -267,6 +267,18 @@ def test_autograder_gives_full_points_to_right_and_none_to_wrong_submissions(bui
     assert [r.otter_points for r in by_otter] == [by_otter[0].possible]
 
 
+def test_the_solutions_earn_full_points_in_a_whole_student_notebook(built):
+    """`make test`'s share of the test above (which `make test-all` runs): the right submission of the cheapest
+    chapter to execute, its whole student notebook with the book's solutions as the student's code, graded by
+    grade(): full points. With the cheap gradings of the grading section (answers given as values), it proves the
+    bundle, the notebook, the key and the grader agree; the test above proves it for every kind of part."""
+    chapter = "03-choosing-gamma"
+    rows = course.self_test(built, kinds=("right",), chapters=[chapter], otter=False)
+    assert [r.chapter for r in rows] == [chapter]
+    assert rows[0].as_expected and rows[0].points == rows[0].possible > 0, rows[0]
+    assert rows[0].possible == sum(getattr(p.spec, "points", 1) for p in course.key_parts_cached(chapter))
+
+
 def test_autograder_gives_the_points_of_the_exercises_that_are_answered(built, tmp_path):
     """A submission that answers the first half of the exercises (right) and leaves the others: the points of those
     it answered, and no more."""
@@ -474,9 +486,13 @@ def test_a_submission_that_reads_the_hidden_tests_scores_nothing(built, tmp_path
 
 
 def _wrong_answer_cells() -> list[str]:
-    """The code cells of GRADED's planted cheat-patch submission (every answer wrong) without its patching cell."""
+    """The work cells of GRADED's planted cheat-patch submission: every answer wrong, as plain values (the chapter's
+    own code, which the answers do not need, is left out: it took 10 s a grading)."""
     nb, _ = course.planted_submission(ROOT, GRADED, "cheat-patch")
-    return [c.source for c in nb.cells if c.cell_type == "code" and not c.source.startswith("# A cheat")]
+    work = re.compile(r"# Exercise \S+: your work here")
+    cells = [c.source for c in nb.cells if c.cell_type == "code" and work.match(c.source)]
+    assert len(cells) == len({p.label for p in course.key_parts_cached(GRADED)})
+    return cells
 
 
 #: A wrong submission that makes numpy.allclose and sympy.simplify say "equal", and makes otter's test runner pass

@@ -1011,11 +1011,13 @@ def book_pages(html_root: Path) -> list[Path]:
 
 
 def check_book(html_root: Path, chromium: str | None = None, workers: int = 2, pages_per_launch: int = 4,
-               progress: bool = True) -> list[PageReport]:
+               progress: bool = True, only: list[str] | None = None) -> list[PageReport]:
     """Check every page of the built book in headless Chromium; one :class:`PageReport` per page.
 
     ``workers`` Chromium processes run at once, each rendering up to ``pages_per_launch`` pages at every width (the
-    pages dealt to the launches largest first, so that they take about as long)."""
+    pages dealt to the launches largest first, so that they take about as long). ``only``: the pages to check, by
+    their path below ``html_root`` (e.g. ``"book/intro.html"``), instead of every page; the links they hold are
+    checked against every page."""
     html_root = Path(html_root)
     if not (html_root / "index.html").is_file():
         raise FileNotFoundError(f"html_root={str(html_root)!r} holds no built book (no index.html); "
@@ -1025,6 +1027,13 @@ def check_book(html_root: Path, chromium: str | None = None, workers: int = 2, p
         raise FileNotFoundError("no chromium on the PATH; install Debian's chromium (apt-get install chromium) "
                                 "or set CALIB_CHROMIUM to a Chromium or Chrome executable.")
     pages = book_pages(html_root)
+    if only is not None:
+        known = {p.relative_to(html_root).as_posix(): p for p in pages}
+        missing = sorted(set(only) - set(known))
+        if missing:
+            raise ValueError(f"only={missing!r}: no such page in {html_root}; give paths below it, e.g. "
+                             f"'book/intro.html'.")
+        pages = [known[name] for name in only]
     ids_of = _ids_reader()
     from tqdm.auto import tqdm
 
