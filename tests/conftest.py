@@ -167,9 +167,23 @@ def pytest_collection_modifyitems(config, items):
         return (1, 0, order[name])
 
     items.sort(key=position)
-    for item in items:
-        if slow_reason(item.nodeid) is not None:
-            item.add_marker(pytest.mark.slow)
+    slow = [item for item in items if slow_reason(item.nodeid) is not None]
+    for item in slow:
+        item.add_marker(pytest.mark.slow)
+    config._calib_slow = len(slow)
+
+
+def pytest_sessionfinish(session):
+    """A pytest-xdist worker tells the controller how many slow tests it collected (the table's last line)."""
+    if hasattr(session.config, "workeroutput"):
+        session.config.workeroutput["calib_slow"] = getattr(session.config, "_calib_slow", 0)
+
+
+@pytest.hookimpl(optionalhook=True)       # pytest-xdist's hook
+def pytest_testnodedown(node, error):
+    """The controller of pytest-xdist: the slow tests a worker collected (every worker collects them all)."""
+    count = getattr(node, "workeroutput", {}).get("calib_slow", 0)
+    node.config._calib_slow = max(getattr(node.config, "_calib_slow", 0), count)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -340,7 +354,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
           f"(worker time {busy:.0f} s over the workers)")
     if setup is not None:
         write(f"  {tier:<15}{'':>7}{setup + wall:>10.1f}")
-    left = len(terminalreporter.stats.get("deselected", []))
+    left = getattr(config, "_calib_slow", 0)
     if tier == "make test" and left:
         write(f"  {left} tests marked slow left to make test-all (tests/conftest.py, SLOW_TESTS)")
     busy_then, busy_now = getattr(config, "_calib_busy", None), _machine_busy_seconds()

@@ -235,11 +235,11 @@ def test_student_notebooks_check_with_the_grader_and_import_no_key(built):
     assert not {"answers", "answers.py", "exercises.py", "course.py"} & helpers        # the key's package among them
 
 
-#: The chapters whose right submission `make test` grades: together they hold every kind of part the key has (the
-#: test below checks it), chapter 02 is graded by otter's own runner too, and chapters 05 and 11 read stored results
-#: from the bundle. Grading runs the whole student notebook, the chapter's code included: all thirteen chapters took
-#: 300-510 s of `make test`'s 8 minutes (issue 45), and `make course` grades every chapter, with all five planted
-#: kinds and both graders.
+#: The chapters whose right submission `make test-all` grades (`make test` grades chapter 03's, below): together they
+#: hold every kind of part the key has (the test below checks it), chapter 02 is graded by otter's own runner too,
+#: and chapters 05 and 11 read stored results from the bundle. Grading runs the whole student notebook, the chapter's
+#: code included: these four took 145 core-s, all thirteen chapters 300-510 s (issue 45), and `make course` grades
+#: every chapter, with all five planted kinds and both graders.
 GRADED_RIGHT = ("02-focal-gradient", "03-choosing-gamma", "05-miscalibration-dynamics", "11-paper-tables")
 
 
@@ -248,7 +248,7 @@ def _kind(part: course.KeyPart) -> str:
 
 
 def test_autograder_gives_full_points_to_right_and_none_to_wrong_submissions(built):
-    """The self-test of `make course` in the time of `make test`: the right submission of the chapters of
+    """The self-test of `make course` in the time of `make test-all`: the right submission of the chapters of
     GRADED_RIGHT, which hold every kind of part (a number, an interval, an exact and a symbolic closed form, one of
     several values, a construction, a word, a truth value), graded by grade(), full points, and otter's own runner on
     chapter 02 agreeing with it. The partly answered and the cheating submissions have tests of their own (below and
