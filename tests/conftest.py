@@ -124,7 +124,6 @@ SLOW_TESTS = {
     "test_exercises.py::test_as_in_the_notebook_runs_a_function_under_the_pinned_kernels_from_a_native_process":
         "a process under the notebooks' pinned kernels",
     "test_layers.py::test_every_module_imports_under_python_OO": "every module imported under python -OO",
-    "test_static_checks.py::test_mypy_finds_nothing": "mypy over calib (ruff stays in make test)",
     "test_book.py::test_a_second_run_on_the_same_build_folder_is_refused_at_once_naming_the_first":
         "two book runs at once",
     "test_book.py::test_chapters_executed_two_at_once_overlap_and_keep_the_ledger_in_toc_order":
