@@ -86,10 +86,10 @@ WAITS_BEHIND_THE_BOOK = "test_api_reference.py"
 
 
 #: The tests `make test` leaves to `make test-all` (the ``slow`` mark, added here): system tests of a whole capability,
-#: seconds each, by file or by ``file::test`` (every parametrisation), each with what it covers. Together they took
-#: about 600 of the 1,876 core-seconds of a cold `make test` on 2 cores (stop 58), which now stays within 8 minutes
-#: (issue 45); `make test` keeps a cheaper test of most of them, named here. tests/test_slow_tier.py checks that each
-#: entry still names a test.
+#: seconds each, by file or by ``file::test`` (every parametrisation), each with what it covers; not one that shares a
+#: costly fixture with a test of `make test` (it would save nothing). Cold, from a fresh clone on 2 cores (issue 45):
+#: `make test-all` 840 s with the machine busy 1,624 core-seconds, `make test` 402 s and 774 (the 8 minutes asked);
+#: `make test` keeps a cheaper test of most of them, named here. tests/test_slow_tier.py checks each entry.
 SLOW_TESTS = {
     "test_chapters.py::test_every_built_page_reads_well_in_a_browser":
         "every page of the book in Chromium at both widths (250 core-s); make test opens a page of each kind",
@@ -103,7 +103,6 @@ SLOW_TESTS = {
     "test_course_seed.py": "the course drawn from another seed (make course COURSE_SEED=...)",
     "test_chapter_parameters.py": "chapters executed at the edges of their parameters",
     "test_distributed.py": "trainings on two gloo ranks, killed and resumed",
-    "test_streaming.py::test_two_gloo_ranks": "streaming metrics reduced over two gloo ranks",
     "test_train.py::test_sigkill_after_the_second_epoch_then_resume_is_exact": "a training killed and resumed",
     "test_train.py::test_ctrl_c_exits_130_with_the_resume_command_and_leaves_nothing_half_written":
         "a training stopped",
