@@ -268,9 +268,9 @@ def test_no_number_the_executed_book_prints_answers_an_exercise():
 
 
 
-@pytest.mark.chapters
-def test_every_built_page_reads_well_in_a_browser():
-    """After the build above: every page opened in headless Chromium, offline (calib_book.browser has the checks)."""
+def _checked_in_a_browser(only=None) -> list:
+    """calib_book.browser.check_book on the built book (every page, or the pages of ``only``), its problems asserted
+    away; skipped without Chromium."""
     from calib_book import browser
 
     html = ROOT / "_build" / "html"
@@ -280,12 +280,19 @@ def test_every_built_page_reads_well_in_a_browser():
     if chromium is None:
         pytest.skip("no chromium on the PATH: the rendered pages are not checked (make installs Debian's chromium "
                     "with apt when it can; or set CALIB_CHROMIUM)")
-    reports = browser.check_book(html, chromium)
+    reports = browser.check_book(html, chromium, only=only, progress=only is None)
+    problems = [f"{r.page}: {p}" for r in reports for p in r.problems]
+    assert not problems, "\n".join(problems)
+    return reports
+
+
+@pytest.mark.chapters
+def test_every_built_page_reads_well_in_a_browser():
+    """After the build above: every page opened in headless Chromium, offline (calib_book.browser has the checks)."""
+    reports = _checked_in_a_browser()
     names = {r.page for r in reports}
     chapters = runner.chapters_in_toc(ROOT)
     assert {"book/intro.html", "book/claims.html", *(f"chapters/{n}.html" for n in chapters)} <= names
-    problems = [f"{r.page}: {p}" for r in reports for p in r.problems]
-    assert not problems, "\n".join(problems)
     # the math is there: the chapters typeset formulas, and the notation page does too
     formulas = {r.page: r.formulas for r in reports}
     assert all(formulas[f"chapters/{n}.html"] > 0 for n in chapters if n != "11-paper-tables")
@@ -294,7 +301,7 @@ def test_every_built_page_reads_well_in_a_browser():
 
 #: The pages `make test` opens in Chromium, one of each kind (the test above, in `make test-all`, opens every page): a
 #: chapter with claims, formulas, figures and tables; a ledger page of claim entries; the page of notation (formulas);
-#: the introduction (the landing page's layout, tables); a page of the API reference. 16 core-s of Chromium's 250.
+#: the introduction (the landing page's layout, tables); a page of the API reference. 11.5 core-s of 245.
 PAGES_OF_EACH_KIND = ("chapters/12-dataset-shift.html", "book/released-code.html", "book/notation.html",
                       "book/intro.html", "book/api/posthoc.html")
 
@@ -304,19 +311,8 @@ def test_a_page_of_each_kind_reads_well_in_a_browser():
     """After the build above: the pages of PAGES_OF_EACH_KIND opened in headless Chromium, offline, with every check
     of calib_book.browser (the width, the contents buttons, the claims' contrast in both themes, the math, the
     figures' text, the links)."""
-    from calib_book import browser
-
-    html = ROOT / "_build" / "html"
-    if not (html / "index.html").is_file():
-        book_not_built("the book is not built (the test above builds it)")
-    chromium = browser.find_chromium()
-    if chromium is None:
-        pytest.skip("no chromium on the PATH: the rendered pages are not checked (make installs Debian's chromium "
-                    "with apt when it can; or set CALIB_CHROMIUM)")
-    reports = browser.check_book(html, chromium, only=list(PAGES_OF_EACH_KIND), progress=False)
+    reports = _checked_in_a_browser(only=list(PAGES_OF_EACH_KIND))
     assert [r.page for r in reports] == list(PAGES_OF_EACH_KIND)
-    problems = [f"{r.page}: {p}" for r in reports for p in r.problems]
-    assert not problems, "\n".join(problems)
     formulas = {r.page: r.formulas for r in reports}
     assert formulas["chapters/12-dataset-shift.html"] > 0 and formulas["book/notation.html"] > 0
 
