@@ -128,8 +128,10 @@ SLOW_TESTS = {
     "test_book.py::test_chapters_executed_two_at_once_overlap_and_keep_the_ledger_in_toc_order":
         "two chapters' kernels at once",
 }
-#: The too-wide-content checks of tests/test_browser.py that `make test` keeps (a planted page each).
-KEPT_FROM_SLOW_FILES = ("test_browser.py::test_content_wider_than_its_column_is_reported",)
+#: The tests of a slow file that `make test` keeps: the too-wide-content checks of tests/test_browser.py (a planted page
+#: each) and the refusal of a page that check_book(only=...) does not have (no Chromium started).
+KEPT_FROM_SLOW_FILES = ("test_browser.py::test_content_wider_than_its_column_is_reported",
+                        "test_browser.py::test_check_book_refuses_a_page_it_does_not_have_by_name")
 
 
 def slow_reason(nodeid: str) -> str | None:

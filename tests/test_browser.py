@@ -759,3 +759,13 @@ def test_the_search_ranks_the_book_s_pages_above_the_api_reference(site):
     dom = browser.rendered_dom(site / "search.html", browser.find_chromium(), budget_ms=2000)
     assert ('data-order="chapters/07-focal-calibration-map,chapters/01-measuring-calibration,book/api/posthoc,'
             '_modules/calib/posthoc"') in dom
+
+
+def test_check_book_refuses_a_page_it_does_not_have_by_name(tmp_path):
+    """``check_book(only=...)`` (the pages `make test` opens): a path that is not a page of the build is named, with
+    the form it wants, before any Chromium starts (the executable given here does not exist)."""
+    (tmp_path / "book").mkdir()
+    for name in ("index.html", "book/intro.html"):
+        (tmp_path / name).write_text("<html><body>page</body></html>")
+    with pytest.raises(ValueError, match=r"only=\['book/nope\.html'\]: no such page .* e\.g\. 'book/intro\.html'"):
+        browser.check_book(tmp_path, "/nonexistent/chromium", only=["book/intro.html", "book/nope.html"])
