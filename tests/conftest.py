@@ -142,7 +142,7 @@ def slow_reason(nodeid: str) -> str | None:
         return None
     for key, reason in SLOW_TESTS.items():
         key_file, _, key_name = key.partition("::")
-        if key_file == file and (not key_name or name.startswith(key_name)):
+        if key_file == file and key_name in ("", name):
             return reason
     return None
 
