@@ -38,9 +38,9 @@ book: setup
 # and the short ones come last. TEST_WORKERS=0 runs everything in this process.
 #
 # `make test` is the gate for every change, within 8 minutes on 2 cores: the library's tests, every chapter executed
-# and its claims checked, both editions built, a page of each kind opened in Chromium, the course graded on answer
+# and its claims checked, the book built, a page of each kind opened in Chromium, the course graded on answer
 # cells and one chapter's whole notebook. The tests marked `slow` (tests/conftest.py, SLOW_TESTS says what each
-# covers) prove whole capabilities end to end in seconds each: every page in Chromium, the key's solutions graded in
+# covers) prove whole capabilities end to end in seconds each: the student edition, every page in Chromium, the key's solutions graded in
 # four chapters' notebooks, trainings killed and resumed, two DDP ranks, the wheel, another CPU dispatch.
 # `make test-all` runs them too (about twice the time): before a release, and after changing what they cover.
 PYTEST_RUN = $(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
